@@ -1,0 +1,187 @@
+"""Build step that pyproject.toml cannot express: the plain C library libfips.
+
+pyproject.toml declares the Python binding ``fipstop._fips`` in
+``[[tool.setuptools.ext-modules]]``; setuptools merges that with this file.
+Here ``build_ext`` additionally builds ``fipstop/lib/libfips.so.1`` (soname
+libfips.so.1) from ``fipstop/csrc/fips.c`` with the compiler setuptools uses and
+the binding's own compile flags, plus the link name ``libfips.so`` beside it,
+and copies the public header to ``fipstop/include/fips.h``, so C programs can
+build against the ring the binding uses:
+
+    cc prog.c $(python -m fipstop.ring --cflags) $(python -m fipstop.ring --libs)
+
+Only ``fips_*`` symbols are exported (a linker version script, not
+-fvisibility). ``pip install .`` puts the library in the installed package;
+``pip install -e .`` and ``python setup.py build_ext --inplace`` (``make lib``)
+put them in the source tree (``fipstop/lib/``, ``fipstop/include/``; not in git).
+"""
+
+from __future__ import annotations
+
+import copy
+import filecmp
+import glob
+import os
+import shutil
+import sysconfig
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext as _build_ext
+from setuptools.errors import SetupError
+from setuptools.modified import newer_group
+
+BINDING = "fipstop._fips"
+SONAME = "libfips.so.1"
+LINKNAME = "libfips.so"
+LIB_SOURCES = ["fipstop/csrc/fips.c"]
+PUBLIC_HEADERS = ["fipstop/csrc/fips.h"]  # installed as fipstop/include/fips.h
+VERSION_SCRIPT = "{\n  global: fips_*;\n  local: *;\n};\n"
+
+
+class build_ext(_build_ext):
+    """build_ext that also builds fipstop/lib/libfips.so."""
+
+    def run(self) -> None:
+        super().run()  # the binding (and its in-place copy when editable)
+        self.build_libfips()
+
+    # -- paths -------------------------------------------------------------
+
+    def _lib_build_dir(self) -> str:
+        return os.path.join(self.build_lib, "fipstop", "lib")
+
+    def _lib_source_dir(self) -> str:
+        build_py = self.get_finalized_command("build_py")
+        return os.path.join(build_py.get_package_dir("fipstop"), "lib")
+
+    def _include_build_dir(self) -> str:
+        return os.path.join(self.build_lib, "fipstop", "include")
+
+    def _include_source_dir(self) -> str:
+        build_py = self.get_finalized_command("build_py")
+        return os.path.join(build_py.get_package_dir("fipstop"), "include")
+
+    def _lib_outputs(self) -> list[str]:
+        d = self._lib_build_dir()
+        return [os.path.join(d, SONAME), os.path.join(d, LINKNAME)]
+
+    def _header_outputs(self) -> list[str]:
+        d = self._include_build_dir()
+        return [os.path.join(d, os.path.basename(h)) for h in PUBLIC_HEADERS]
+
+    # -- setuptools output bookkeeping (install records, editable wheels) ---
+
+    def get_outputs(self) -> list[str]:
+        return [*super().get_outputs(), *self._lib_outputs(), *self._header_outputs()]
+
+    def get_output_mapping(self) -> dict[str, str]:
+        mapping = super().get_output_mapping()
+        if self.inplace:
+            src = self._lib_source_dir()
+            for out in self._lib_outputs():
+                mapping[out] = os.path.join(src, os.path.basename(out))
+            inc = self._include_source_dir()
+            for out in self._header_outputs():
+                mapping[out] = os.path.join(inc, os.path.basename(out))
+        return mapping
+
+    # -- the build -----------------------------------------------------------
+
+    def _binding(self):
+        for ext in self.extensions:
+            if ext.name == BINDING:
+                return ext
+        raise SetupError(f"extension {BINDING} is not declared in pyproject.toml")
+
+    def _lib_compiler(self):
+        """A copy of the compiler setuptools used for the binding, whose shared
+        link command keeps none of the interpreter's own -L/-rpath entries
+        (pyenv puts its lib dir there): libfips does not need Python."""
+        compiler = self.compiler
+        if compiler is None or isinstance(compiler, str):
+            from distutils.ccompiler import new_compiler
+            from distutils.sysconfig import customize_compiler
+
+            compiler = new_compiler(compiler=compiler, dry_run=self.dry_run, force=self.force)
+            customize_compiler(compiler)
+        compiler = copy.copy(compiler)
+        linker_so = getattr(compiler, "linker_so", None)
+        pylib = sysconfig.get_config_var("LIBDIR")
+        if linker_so and pylib:
+            drop = {f"-L{pylib}", f"-Wl,-rpath,{pylib}", f"-Wl,-rpath={pylib}"}
+            compiler.set_executable("linker_so", [a for a in linker_so if a not in drop])
+        return compiler
+
+    def build_libfips(self) -> None:
+        ext = self._binding()
+        out_dir = self._lib_build_dir()
+        target = os.path.join(out_dir, SONAME)
+        depends = LIB_SOURCES + sorted(glob.glob("fipstop/csrc/*.h"))
+
+        if self.force or newer_group(depends, target, missing="newer"):
+            tmp = os.path.join(self.build_temp, "libfips")
+            os.makedirs(tmp, exist_ok=True)
+            os.makedirs(out_dir, exist_ok=True)
+            version_script = os.path.join(tmp, "libfips.map")
+            with open(version_script, "w", encoding="ascii") as f:
+                f.write(VERSION_SCRIPT)
+
+            compiler = self._lib_compiler()
+            objects = compiler.compile(
+                LIB_SOURCES,
+                output_dir=tmp,
+                include_dirs=list(ext.include_dirs),
+                extra_postargs=list(ext.extra_compile_args),
+                depends=depends,
+                debug=self.debug,
+            )
+            compiler.link_shared_object(
+                objects,
+                SONAME,
+                output_dir=out_dir,
+                libraries=list(ext.libraries),
+                library_dirs=list(ext.library_dirs),
+                extra_postargs=[
+                    f"-Wl,-soname,{SONAME}",
+                    f"-Wl,--version-script={version_script}",
+                    "-Wl,--no-undefined",
+                    *ext.extra_link_args,
+                ],
+                debug=self.debug,
+                target_lang="c",
+            )
+        _symlink(SONAME, os.path.join(out_dir, LINKNAME))
+        for header, out in zip(PUBLIC_HEADERS, self._header_outputs()):
+            _replace_copy(header, out)
+
+        if self.inplace:
+            src = self._lib_source_dir()
+            _replace_copy(target, os.path.join(src, SONAME))
+            _symlink(SONAME, os.path.join(src, LINKNAME))
+            inc = self._include_source_dir()
+            for out in self._header_outputs():
+                _replace_copy(out, os.path.join(inc, os.path.basename(out)))
+
+
+def _replace_copy(src: str, dst: str) -> None:
+    """Copy to a new inode and rename over dst: never truncate a library that a
+    running program may have mapped. Skipped when dst is already the same."""
+    if os.path.exists(dst) and filecmp.cmp(src, dst, shallow=False):
+        return
+    os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
+    tmp = f"{dst}.tmp{os.getpid()}"
+    shutil.copy2(src, tmp)
+    os.replace(tmp, dst)
+
+
+def _symlink(target: str, link: str) -> None:
+    if os.path.islink(link) and os.readlink(link) == target:
+        return
+    tmp = f"{link}.tmp{os.getpid()}"
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
+
+
+setup(cmdclass={"build_ext": build_ext})

@@ -1,0 +1,133 @@
+"""The command line: version, usage errors, and FipsError reporting."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import fipstop
+from fipstop import cli
+from fipstop.errors import FipsError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fipstop", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _fake_command(monkeypatch: pytest.MonkeyPatch, run) -> None:
+    """Make `fipstop boom` the only command, calling ``run(args)``."""
+    mod = types.ModuleType("fipstop_fake_command")
+
+    def register(subparsers) -> None:
+        p = subparsers.add_parser("boom", help="fake command for tests")
+        p.set_defaults(func=run)
+
+    mod.register = register
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    monkeypatch.setattr(cli, "COMMANDS", [mod.__name__])
+
+
+def test_version_subprocess() -> None:
+    proc = _run("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"fipstop {fipstop.__version__}"
+    assert "Traceback" not in proc.stderr
+
+
+def test_no_args_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == 0
+    assert "usage: fipstop" in capsys.readouterr().out
+
+
+def test_unknown_subcommand_is_one_line_exit_2() -> None:
+    proc = _run("no-such-command")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("fipstop: ")
+    assert "no-such-command" in lines[0]
+
+
+def test_fips_error_is_one_line_without_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def run(args):
+        raise FipsError("domain 'x' not found\nin /nowhere")
+
+    _fake_command(monkeypatch, run)
+    assert cli.main(["boom"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "fipstop: domain 'x' not found; in /nowhere\n"
+    assert captured.out == ""
+
+
+def test_fips_error_exit_code(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def run(args):
+        raise FipsError("critical", exit_code=3)
+
+    _fake_command(monkeypatch, run)
+    assert cli.main(["boom"]) == 3
+    assert capsys.readouterr().err == "fipstop: critical\n"
+
+
+def test_keyboard_interrupt_is_quiet_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def run(args):
+        raise KeyboardInterrupt
+
+    _fake_command(monkeypatch, run)
+    assert cli.main(["boom"]) == 130
+    assert capsys.readouterr().err == ""
+
+
+def test_command_gets_shm_dir(monkeypatch: pytest.MonkeyPatch, shm_dir: Path) -> None:
+    seen = {}
+
+    def run(args):
+        seen["shm_dir"] = args.shm_dir
+        return 0
+
+    _fake_command(monkeypatch, run)
+    assert cli.main(["boom"]) == 0
+    assert seen["shm_dir"] == str(shm_dir)  # from FIPS_SHM_DIR
+    assert cli.main(["--shm-dir", "/elsewhere", "boom"]) == 0
+    assert seen["shm_dir"] == "/elsewhere"
+
+
+def test_missing_command_module_is_skipped(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli, "COMMANDS", ["fipstop.no_such_module"])
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_top_level_probes_and_views_are_not_importable() -> None:
+    code = (
+        "import importlib, sys\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "import fipstop.probes, fipstop.views\n"
+        "for name in ('probes', 'views'):\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise SystemExit(name + ' is importable')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
