@@ -297,48 +297,15 @@ domain_unpin(DomainObject *dom)
         domain_finish_close(dom);
 }
 
-/* fips_domain_open() has no error buffer: make the message as precise as
- * the monitor's.  A file that exists but fails validation is attached again
- * read-only just to get libfips's one-line reason. */
+/* Raise with libfips's one-line reason (it names the file). */
 static PyObject *
-domain_open_error(fips_state *st, int rc, const char *dir, const char *name, int create)
+domain_open_error(fips_state *st, int rc, const char *dir, const char *name, const char *reason)
 {
+    if (reason[0] != '\0')
+        return raise_fips(st, rc, NULL, reason);
     char where[PATH_MAX + 96];
     const char *sd = fips_shm_dir(dir);
     snprintf(where, sizeof where, "%s/fips.%s", sd ? sd : "?", name);
-    if (rc == -EINVAL)
-        return raise_fips(st, rc, NULL, "invalid domain name (1-63 of A-Z a-z 0-9 . _ -, not starting with '.')");
-    if (rc == -ELOOP)
-        return raise_fips(st, rc, where, "is a symlink (refused)");
-    if (rc == -EEXIST && create == 2)
-        return raise_fips(st, rc, where, "already exists");
-    if (rc == -FIPS_EMAGIC || rc == -FIPS_EVERSION || rc == -FIPS_ELAYOUT ||
-        rc == -FIPS_ETRUNC || rc == -FIPS_EOWNER || rc == -FIPS_ENOTREADY) {
-        struct stat sb;
-        int exists;
-        Py_BEGIN_ALLOW_THREADS
-        exists = lstat(where, &sb) == 0;
-        Py_END_ALLOW_THREADS
-        if (!exists && rc == -FIPS_ELAYOUT)
-            return raise_fips(st, rc, where,
-                              "invalid options: max_rings 1..65536, max_consumers 1..64, "
-                              "ring_capacity a power of two in 4096..2^30, "
-                              "max_record <= ring_capacity/4");
-        if (exists) {
-            char err[512];
-            err[0] = '\0';
-            fips_monitor *m = NULL;
-            int rc2;
-            Py_BEGIN_ALLOW_THREADS
-            rc2 = fips_monitor_open_path(&m, where, rc != -FIPS_EOWNER, err, sizeof err);
-            Py_END_ALLOW_THREADS
-            if (rc2 == 0)
-                fips_monitor_close(m);
-            err[sizeof err - 1] = '\0';
-            if (rc2 == rc && err[0] != '\0')
-                return raise_fips(st, rc, NULL, err);
-        }
-    }
     return raise_fips(st, rc, where, NULL);
 }
 
@@ -408,11 +375,13 @@ Domain_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
     fips_domain *d = NULL;
     int rc;
+    char reason[512];
+    reason[0] = '\0';
     Py_BEGIN_ALLOW_THREADS
-    rc = fips_domain_open(&d, path_str(dir_b), name, &o);
+    rc = fips_domain_open_err(&d, path_str(dir_b), name, &o, reason, sizeof reason);
     Py_END_ALLOW_THREADS
     if (rc < 0) {
-        PyObject *r = domain_open_error(st, rc, path_str(dir_b), name, create);
+        PyObject *r = domain_open_error(st, rc, path_str(dir_b), name, reason);
         Py_XDECREF(dir_b);
         return r;
     }
@@ -1945,7 +1914,7 @@ Monitor_mapping_address(MonitorObject *self, PyObject *Py_UNUSED(ignored))
 {
     if (monitor_check(self) < 0)
         return NULL;
-    return PyLong_FromVoidPtr((void *)fips_monitor_header(self->m));
+    return PyLong_FromVoidPtr((void *)fips_monitor_mapping(self->m));
 }
 
 static PyObject *

@@ -59,6 +59,9 @@
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "libfips layout v1 is little-endian; big-endian hosts are not supported"
@@ -204,7 +207,9 @@ struct fips_domain {
     int writable;
     uint8_t *base;
     size_t size;
-    struct fips_layout_header *hdr;
+    struct fips_layout_header *hdr;   /* the live mapping */
+    struct fips_layout_header hcopy;  /* the validated private copy */
+    _Atomic uint64_t open_consumers;  /* entries this handle has open (bit c) */
     struct fips_layout_ring *rings;
     struct fips_layout_consumer *cons;
     struct fips_layout_pos *pos;
@@ -234,6 +239,10 @@ struct tls_ring {
     uint32_t pending_lost;
     int32_t slow_c;       /* consumer that set `limit`, -1 if none */
     uint32_t full_tries;  /* drops since the last full refresh */
+    /* record timestamps from the TSC, anchored to CLOCK_REALTIME (see
+     * rec_time()): tsc0/ns0 the anchor, mult ns per tick << 32 (0 while
+     * uncalibrated), last the newest stamp (stamps never go backwards). */
+    uint64_t tsc0, ns0, mult, last_ts;
 };
 
 struct tls_state {
@@ -399,6 +408,7 @@ const char *fips_shm_dir(const char *dir)
  * another process could change after validation. */
 static void domain_bind(fips_domain *d, const struct fips_layout_header *h)
 {
+    d->hcopy = *h;
     d->rings = (struct fips_layout_ring *)(d->base + h->ring_table_off);
     d->cons = (struct fips_layout_consumer *)(d->base + h->consumer_table_off);
     d->pos = (struct fips_layout_pos *)(d->base + h->pos_table_off);
@@ -522,10 +532,18 @@ static int create_file(const char *dir, const char *name, const char *path,
 int fips_domain_open(fips_domain **out, const char *shm_dir, const char *name,
                      const fips_domain_opts *opts)
 {
+    return fips_domain_open_err(out, shm_dir, name, opts, NULL, 0);
+}
+
+int fips_domain_open_err(fips_domain **out, const char *shm_dir, const char *name,
+                         const fips_domain_opts *opts, char *eb, size_t el)
+{
     *out = NULL;
     fips_domain_opts def;
     if (!opts) { fips_domain_opts_init(&def); opts = &def; }
-    if (!valid_name(name)) return -EINVAL;
+    if (!valid_name(name))
+        return seterr(eb, el, -EINVAL, name ? name : "(null)",
+                      "invalid domain name (want [A-Za-z0-9._-], 1-63 chars, no leading dot)");
     pthread_once(&fips_once, once_init);
     fips_domain *d = calloc(1, sizeof *d);
     if (!d) return -ENOMEM;
@@ -535,16 +553,30 @@ int fips_domain_open(fips_domain **out, const char *shm_dir, const char *name,
     for (int attempt = 0; attempt < 2; attempt++) {
         int fd = open(d->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0) {
-            if (opts->create == 2) { close(fd); rc = -EEXIST; break; }
-            rc = map_file(d, fd, 1, opts->any_owner, NULL, 0);
+            if (opts->create == 2) {
+                close(fd);
+                rc = seterr(eb, el, -EEXIST, d->path, "already exists");
+                break;
+            }
+            rc = map_file(d, fd, 1, opts->any_owner, eb, el);
             if (rc) close(fd);
             break;
         }
         rc = -errno;
-        if (rc != -ENOENT || !opts->create) break;
+        if (rc == -ELOOP) { seterr(eb, el, rc, d->path, "is a symlink (refused)"); break; }
+        if (rc != -ENOENT || !opts->create) {
+            seterr(eb, el, rc, d->path, "%s", strerror(-rc));
+            break;
+        }
         rc = create_file(shm_dir, name, d->path, opts);
-        if (rc && rc != -EEXIST) break;
-        if (rc == -EEXIST && opts->create == 2) break;
+        if (rc == -FIPS_ELAYOUT) {
+            seterr(eb, el, rc, d->path, "impossible sizes requested (rings %u, consumers %u, "
+                   "ring_capacity %llu, max_record %u)", opts->max_rings, opts->max_consumers,
+                   (unsigned long long)opts->ring_capacity, opts->max_record);
+            break;
+        }
+        if (rc && rc != -EEXIST) { seterr(eb, el, rc, d->path, "create: %s", fips_strerror(rc)); break; }
+        if (rc == -EEXIST && opts->create == 2) { seterr(eb, el, rc, d->path, "already exists"); break; }
     }
     if (rc) { free(d); return rc; }
     d->block_us = opts->block_us;
@@ -563,7 +595,7 @@ static void domain_unref(fips_domain *d)
     }
 }
 
-const struct fips_layout_header *fips_domain_header(const fips_domain *d) { return d->hdr; }
+const struct fips_layout_header *fips_domain_header(const fips_domain *d) { return &d->hcopy; }
 
 int fips_domain_unlink(const char *shm_dir, const char *name)
 {
@@ -713,6 +745,7 @@ static int ring_attach(fips_domain *d, struct tls_ring *t)
             t->pending_lost = 0;
             t->slow_c = -1;
             t->full_tries = 0;
+            t->tsc0 = t->ns0 = t->mult = t->last_ts = 0;
             t->limit = LD(&ctl->floor, relaxed);
             if (t->limit > t->head) t->limit = t->head;
             return 0;
@@ -774,9 +807,9 @@ static inline uint64_t reserve(struct tls_ring *t, uint64_t head, uint64_t need,
          * refresh (joins, evictions) still runs every 256 tries. */
         if (t->full_tries && (t->full_tries & 255u) != 0 && t->slow_c >= 0) {
             struct fips_layout_pos *sp = &d->pos[(size_t)t->slow_c * d->max_rings + t->idx];
-            /* Look at the consumer's line only every 8th try, so a producer
-             * spinning on a full ring does not steal it from the consumer. */
-            if ((t->full_tries & 7u) != 0 || end - LD(&sp->released, acquire) > d->cap) { /* P4 */
+            /* Reading the line costs the consumer one invalidation per
+             * release, not per try: the producer's copy stays shared. */
+            if (end - LD(&sp->released, acquire) > d->cap) { /* P4 */
                 t->full_tries++;
                 goto full;
             }
@@ -814,6 +847,40 @@ static inline uint64_t reserve(struct tls_ring *t, uint64_t head, uint64_t need,
         pad->ts_ns = 0;
     }
     return start;
+}
+
+/* A record's CLOCK_REALTIME stamp.  clock_gettime costs ~30 ns here, more
+ * than the rest of a 128-byte record's path, so on x86-64 with an invariant
+ * TSC the stamp is the TSC scaled by a rate measured between two anchors
+ * and re-anchored to the real clock every ~16 M ticks (a few ms): at most
+ * microseconds off, never backwards within a ring. */
+#define TSC_REANCHOR (1ull << 24)
+static inline uint64_t rec_time(struct tls_ring *t)
+{
+#if defined(__x86_64__)
+    uint64_t tsc = __rdtsc();
+    uint64_t dt = tsc - t->tsc0;
+    if (__builtin_expect(t->mult != 0 && dt < TSC_REANCHOR, 1)) {
+        uint64_t ts = t->ns0 + (uint64_t)(((unsigned __int128)dt * t->mult) >> 32);
+        if (ts < t->last_ts) ts = t->last_ts;
+        t->last_ts = ts;
+        return ts;
+    }
+    uint64_t now = fips_now_ns();
+    if (t->tsc0 && dt >= TSC_REANCHOR && dt < (TSC_REANCHOR << 8) && now > t->ns0) {
+        uint64_t m = (uint64_t)((((unsigned __int128)(now - t->ns0)) << 32) / dt);
+        /* accept only a plausible rate (0.05 .. 20 GHz) */
+        if (m > (1ull << 32) / 20 && m < (1ull << 32) * 20) t->mult = m;
+    }
+    t->tsc0 = tsc;
+    t->ns0 = now;
+    if (now < t->last_ts) now = t->last_ts;
+    t->last_ts = now;
+    return now;
+#else
+    (void)t;
+    return fips_now_ns();
+#endif
 }
 
 static inline void write_rec(struct tls_ring *t, uint64_t start, const void *buf, uint32_t len,
@@ -857,7 +924,7 @@ int fips_log(fips_domain *d, const void *buf, uint32_t len)
         count_drop(t, len);
         return -FIPS_EFULL;
     }
-    uint64_t ts = fips_now_ns();
+    uint64_t ts = rec_time(t);
     write_rec(t, start, buf, len, 0, ts);
     publish(t, start + need, ts);
     return 0;
@@ -880,7 +947,7 @@ int fips_log_trunc(fips_domain *d, const void *buf, size_t len, uint64_t ts)
         count_drop(t, l);
         return -FIPS_EFULL;
     }
-    if (!ts) ts = fips_now_ns();
+    if (!ts) ts = rec_time(t);
     if (flags) {
         t->truncated++;
         ST(&t->ctl->records_truncated, t->truncated, relaxed);
@@ -895,7 +962,7 @@ int fips_log_batch(fips_domain *d, const void *const *bufs, const uint32_t *lens
     int err = 0;
     struct tls_ring *t = tls_ring(d, &err);
     if (!t) return err;
-    uint64_t ts = fips_now_ns();
+    uint64_t ts = rec_time(t);
     uint64_t head = t->head;
     int fullev = 0, logged = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -941,7 +1008,7 @@ void fips_commit(fips_domain *d, fips_slot *c, uint32_t len, uint32_t flags, uin
     struct tls_ring *t = tls_ring(d, &err);
     if (!t || t->idx != c->ring) return;
     if (len > c->len) len = c->len;
-    if (!ts) ts = fips_now_ns();
+    if (!ts) ts = rec_time(t);
     flags &= FIPS_REC_TRUNC | FIPS_REC_USER_MASK;
     /* The payload is already in place.  A record that shrank gives the rest
      * of its claim back: nothing was reserved after it, so head simply stops
@@ -1055,6 +1122,12 @@ int fips_consumer_open(fips_consumer **out, fips_domain *d, const char *name)
         if (st == FIPS_CONS_ACTIVE) {
             uint32_t pid = LD32(&e->pid, relaxed);
             if (pid != me && pid_alive(pid)) { rc = -FIPS_EBUSY; break; }
+            /* Our own process may resume an entry it detached, not one a
+             * live handle of this domain still reads through. */
+            if (pid == me && (atomic_load(&d->open_consumers) >> (i & 63)) & 1u) {
+                rc = -FIPS_EBUSY;
+                break;
+            }
             /* take the entry over: the generation CAS elects one resumer */
             uint32_t g = LD32(&e->generation, relaxed);
             if (!atomic_compare_exchange_strong(A32(&e->generation), &g, g + 1)) { rc = -FIPS_EBUSY; break; }
@@ -1126,6 +1199,7 @@ int fips_consumer_open(fips_consumer **out, fips_domain *d, const char *name)
         c->cr[r].claim = LD(&posof(d, c->idx, r)->released, acquire);
     }
     atomic_init(&c->last_hb, fips_mono_ns());
+    atomic_fetch_or(&d->open_consumers, 1ull << (c->idx & 63));
     atomic_fetch_add(&d->refs, 1);
     *out = c;
     return 0;
@@ -1133,6 +1207,7 @@ int fips_consumer_open(fips_consumer **out, fips_domain *d, const char *name)
 
 static void consumer_free(fips_consumer *c)
 {
+    atomic_fetch_and(&c->d->open_consumers, ~(1ull << (c->idx & 63)));
     for (uint32_t r = 0; r < c->d->max_rings; r++) {
         pthread_mutex_destroy(&c->cr[r].claim_lock);
         pthread_mutex_destroy(&c->cr[r].qlock);
@@ -1282,7 +1357,14 @@ int fips_batch_next(fips_batch *b, fips_record *rec)
         if (to_end < FIPS_REC_HDR_SIZE) { b->cursor += to_end; continue; }
         const struct fips_layout_record *h = (const void *)(b->base + off);
         uint32_t lf = h->len_flags, len = lf & FIPS_REC_LEN_MASK;
-        b->cursor += rec_stride(lf);
+        uint64_t stride = rec_stride(lf);
+        /* Re-check what fips_consumer_read() checked: the header is in
+         * shared memory and a hostile writer may have changed it since. */
+        if (stride > to_end || b->cursor + stride > b->end) {
+            b->cursor = b->end;
+            return 0;
+        }
+        b->cursor += stride;
         if ((lf >> 24) & FIPS_REC_PAD) continue;
         rec->data = (const uint8_t *)h + FIPS_REC_HDR_SIZE;
         rec->len = len;
@@ -1416,7 +1498,9 @@ int fips_monitor_close(fips_monitor *m)
     return 0;
 }
 
-const struct fips_layout_header *fips_monitor_header(const fips_monitor *m) { return m->d.hdr; }
+const struct fips_layout_header *fips_monitor_header(const fips_monitor *m) { return &m->d.hcopy; }
+
+const void *fips_monitor_mapping(const fips_monitor *m) { return m->d.base; }
 
 int fips_monitor_snapshot(fips_monitor *m, fips_snapshot *s)
 {

@@ -185,11 +185,16 @@ const char *fips_shm_dir(const char *dir);
 /* Open (or create) a domain for producing/consuming: read-write mapping. */
 int fips_domain_open(fips_domain **out, const char *shm_dir, const char *name,
                      const fips_domain_opts *opts);
+/* Same, writing a one-line reason naming the file into errbuf on error. */
+int fips_domain_open_err(fips_domain **out, const char *shm_dir, const char *name,
+                         const fips_domain_opts *opts, char *errbuf, size_t errlen);
 /* Closes the calling thread's ring in this domain and drops the handle;
  * other threads' rings close when those threads exit. */
 int fips_domain_close(fips_domain *d);
 /* Remove the domain file (mapped users keep their mapping). */
 int fips_domain_unlink(const char *shm_dir, const char *name);
+/* The validated private copy of the header (never the live mapping, which
+ * the file's owner could change under us). */
 const struct fips_layout_header *fips_domain_header(const fips_domain *d);
 
 /* ---- producer: one ring per thread, created on first use ---------------- */
@@ -311,7 +316,10 @@ int fips_monitor_open(fips_monitor **out, const char *shm_dir, const char *name,
 int fips_monitor_open_path(fips_monitor **out, const char *path, int any_owner,
                            char *errbuf, size_t errlen);
 int fips_monitor_close(fips_monitor *m);
+/* The validated private copy of the header. */
 const struct fips_layout_header *fips_monitor_header(const fips_monitor *m);
+/* Start of the read-only mapping (tests prove writes through it fault). */
+const void *fips_monitor_mapping(const fips_monitor *m);
 /* Every position and counter of the domain in one call. */
 int fips_monitor_snapshot(fips_monitor *m, fips_snapshot *s);
 /* Copy up to max newest records of ring (oldest first) into buf (records

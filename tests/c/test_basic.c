@@ -710,6 +710,10 @@ static void t_two_consumers(void)
     CHECK_EQ(POS(&sn, fips_consumer_index(a), ring)->records_released, 50);
     CHECK_EQ(POS(&sn, fips_consumer_index(b), ring)->records_released, 0);
     CHECK_EQ(POS(&sn, fips_consumer_index(b), ring)->released, 0);
+    /* b holds all 50 records (50 x 88 bytes): the ring's high-water mark
+     * must have seen that fill, although the ring never got full. */
+    CHECK_EQ(RING(&sn, ring)->head - RING(&sn, ring)->floor, 50 * 88);
+    CHECK(RING(&sn, ring)->high_water_bytes >= 50 * 88);
     CHECK_RC(drain(b, 50, &gb, 0), 0);
     CHECK_EQ(gb.n, 50);
     for (size_t i = 0; i < 50 && i < ga.n && i < gb.n; i++) {
@@ -1287,6 +1291,68 @@ static void t_tap(void)
     dom_close(d, name);
 }
 
+/* Bounded blocking mode: a full ring waits up to block_us for space. */
+struct drain_later {
+    fips_consumer *c;
+    uint64_t delay_us;
+    int rc;
+};
+
+static void *thr_drain_later(void *p)
+{
+    struct drain_later *a = p;
+    t_sleep_us(a->delay_us);
+    a->rc = drain(a->c, 1000, NULL, 0);
+    return NULL;
+}
+
+static void t_block_mode(void)
+{
+    const char *name = fresh_name("block");
+    fips_domain_opts o;
+    fips_domain_opts_init(&o);
+    o.create = 1;
+    o.max_rings = 2;
+    o.ring_capacity = 4096;
+    o.max_record = 500;
+    o.block_us = 50000;                    /* 50 ms */
+    fips_domain *d = NULL;
+    REQUIRE_RC(fips_domain_open(&d, t_dir, name, &o), 0);
+    fips_consumer *c = cons_open(d, "c");
+    REQUIRE(c);
+    uint8_t buf[100] = { 0 };
+    int n = 0;
+    uint64_t t0 = t_mono_ns();
+    while (fips_log(d, buf, 100) == 0)
+        n++;
+    uint64_t waited = t_mono_ns() - t0;
+    CHECK_EQ(n, 32);
+    CHECK(waited >= 45000000ull);          /* the failing call blocked first */
+    snap_t sn;
+    REQUIRE(snap_open(&sn, name) == 0);
+    snap_take(&sn);
+    int ring = fips_producer_ring(d);
+    CHECK(RING(&sn, ring)->blocked_ns >= 45000000ull);
+    CHECK_EQ(RING(&sn, ring)->records_dropped, 1);
+    /* Space appears 20 ms into the wait: the record gets in, no drop.  This
+     * is also the first call after a drop. */
+    struct drain_later dl = { c, 20000, -1 };
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, thr_drain_later, &dl) == 0);
+    t0 = t_mono_ns();
+    int rc = fips_log(d, buf, 100);
+    waited = t_mono_ns() - t0;
+    REQUIRE(pthread_join(th, NULL) == 0);
+    CHECK_RC(rc, 0);
+    CHECK_RC(dl.rc, 0);
+    CHECK(waited < 1000000000ull);
+    snap_take(&sn);
+    CHECK_EQ(RING(&sn, ring)->records_dropped, 1);
+    snap_close(&sn);
+    CHECK_RC(fips_consumer_close(c), 0);
+    dom_close(d, name);
+}
+
 /* ---- monitor attach: every validation error, with a one-line message --- */
 
 static uint8_t *slurp(const char *path, size_t *len)
@@ -1479,7 +1545,8 @@ static void t_monitor_attach_errors(void)
     dom_close(d, name);
 }
 
-/* A monitor's mapping is read-only: a write through it faults. */
+/* A monitor's mapping is read-only: a write through it faults (in a child,
+ * which must die of SIGSEGV). */
 static void t_monitor_readonly(void)
 {
     const char *name = fresh_name("ro");
@@ -1499,8 +1566,10 @@ static void t_monitor_readonly(void)
         char err[256];
         if (fips_monitor_open(&m, t_dir, name, 0, err, sizeof err) != 0)
             _exit(3);
-        const struct fips_layout_header *h = fips_monitor_header(m);
-        if (h->magic != FIPS_MAGIC)
+        /* fips_monitor_header() is a private copy; the mapping itself is
+         * what must be read-only. */
+        const struct fips_layout_header *h = fips_monitor_mapping(m);
+        if (h->magic != FIPS_MAGIC || fips_monitor_header(m)->magic != FIPS_MAGIC)
             _exit(4);
         ((volatile struct fips_layout_header *)h)->flags = 1; /* must fault */
         _exit(5);
@@ -1636,6 +1705,7 @@ int main(void)
     RUN(t_consumer_close_frees);
     RUN(t_resume);
     RUN(t_eviction);
+    RUN(t_block_mode);
     RUN(t_thread_exit_closes);
     RUN(t_slot_reuse);
     RUN(t_monitor_snapshot);

@@ -532,8 +532,8 @@ static void t_kill_consumer_evicted(void)
 
     snap_t sn;
     snap_open(&sn, name);
-    /* Within the grace period the dead consumer is still registered. */
-    t_sleep_us(100000);
+    /* Right after the kill (well within the grace period) the dead
+     * consumer is still registered. */
     snap_take(&sn);
     CHECK_EQ(sn.s.consumers[victim].state, FIPS_CONS_ACTIVE);
     /* After it, the producer evicts it (the ring fills in milliseconds). */
@@ -772,6 +772,74 @@ static void t_dead_ring_reclaim_race(void)
     CHECK_EQ(none, 0);     /* the dead process's drained ring is reclaimed */
 }
 
+/* ---- (f) an evicted consumer's slot is free for anyone ------------------ */
+
+static void t_evicted_slot_reusable(void)
+{
+    const char *name = "evicted-slot";
+    fips_domain_opts o;
+    fips_domain_opts_init(&o);
+    o.create = 1;
+    o.max_rings = 2;
+    o.max_consumers = 2;                  /* keeper + one more */
+    o.ring_capacity = 4096;
+    o.max_record = MAXREC;
+    o.grace_ns = 200000000ull;
+    fips_domain *d = NULL;
+    REQUIRE_RC(fips_domain_open(&d, t_dir, name, &o), 0);
+    fips_consumer *keeper = NULL;
+    REQUIRE_RC(fips_consumer_open(&keeper, d, "keeper"), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        fips_domain *cd = open_existing(name);
+        fips_consumer *c = NULL;
+        if (!cd || fips_consumer_open(&c, cd, "crashed") != 0)
+            _exit(3);
+        _exit(0);      /* dies registered: ACTIVE with a dead pid */
+    }
+    int st;
+    reap(pid, &st);
+    REQUIRE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* Fill the ring (the dead consumer holds it), wait out the grace
+     * period, and log until the producer evicts the dead one. */
+    uint8_t buf[100] = { 0 };
+    while (fips_log(d, buf, 100) == 0)
+        ;
+    t_sleep_us(300000);
+    int rc = -1;
+    for (int i = 0; i < 1000 && rc != 0; i++) {
+        fips_consumer_heartbeat(keeper);   /* the keeper is alive */
+        fips_batch b;
+        while (fips_consumer_read(keeper, &b, 100) == 0)
+            fips_consumer_release(keeper, &b);
+        rc = fips_log(d, buf, 100);
+    }
+    CHECK_RC(rc, 0);
+    snap_t sn;
+    snap_open(&sn, name);
+    snap_take(&sn);
+    int evicted = -1;
+    for (uint32_t i = 0; i < sn.nc; i++)
+        if (strcmp(sn.s.consumers[i].name, "crashed") == 0)
+            evicted = (int)i;
+    REQUIRE(evicted >= 0);
+    CHECK_EQ(sn.s.consumers[evicted].state, FIPS_CONS_EVICTED);
+    /* A new consumer, under another name, gets the evicted entry's slot. */
+    fips_consumer *newcomer = NULL;
+    rc = fips_consumer_open(&newcomer, d, "newcomer");
+    CHECK_RC(rc, 0);
+    if (rc == 0) {
+        CHECK_EQ(fips_consumer_index(newcomer), (unsigned)evicted);
+        CHECK_RC(fips_consumer_close(newcomer), 0);
+    }
+    snap_close(&sn);
+    CHECK_RC(fips_consumer_close(keeper), 0);
+    CHECK_RC(fips_domain_close(d), 0);
+    CHECK_RC(fips_domain_unlink(t_dir, name), 0);
+}
+
 /* ---- (e) fork after logging --------------------------------------------- */
 
 static void t_fork_after_log(void)
@@ -838,6 +906,7 @@ int main(void)
     RUN(t_kill_consumer_evicted);
     RUN(t_kill_consumer_resume);
     RUN(t_dead_ring_reclaim_race);
+    RUN(t_evicted_slot_reusable);
     RUN(t_fork_after_log);
     t_rmdir();
     return t_report("test_kill");

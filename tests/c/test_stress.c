@@ -8,6 +8,8 @@
  *               makes the producers drop;
  *   consumer C: four reader threads that hold each batch a random short
  *               time, so their releases arrive out of order.
+ *   consumer D: one reader that keeps leaving (close or detach) and coming
+ *               back (fresh registration or resume), checked per session;
  *   monitor:    snapshots and taps all the time through its read-only
  *               mapping; every tapped record must be intact.
  *
@@ -444,6 +446,104 @@ static void finish_multi(cons_t *cs, uint32_t ring)
     v->next_pseq = next_pseq;
 }
 
+/* ---- consumer D: joins, leaves and resumes all the time ------------------ */
+
+/* One reader that, every few hundred batches, either closes its consumer
+ * and registers again (a fresh start at each ring's floor) or detaches and
+ * opens again (a resume: each ring continues exactly after the last record
+ * it released).  Within a session every ring's stream is checked like A's. */
+typedef struct {
+    long sessions, resumes, records, errors;
+} churn_stats;
+
+static churn_stats g_churn;
+
+static void *churn(void *arg)
+{
+    (void)arg;
+    uint64_t rnd = 0xD15EA5Eull;
+    struct { int seen; uint64_t next_seq, next_pseq; } st[16];
+    memset(st, 0, sizeof st);
+    fips_consumer *c = NULL;
+    int resume = 0;
+#define DFAIL(...)                                                  \
+    do {                                                            \
+        if (g_churn.errors++ < 10)                                  \
+            t_fail(__FILE__, __LINE__, __VA_ARGS__);                \
+        else                                                        \
+            atomic_fetch_add(&t_failures, 1);                       \
+    } while (0)
+    while (!atomic_load(&g_stop)) {
+        if (!c) {
+            int rc = fips_consumer_open(&c, g_dom, "D-churn");
+            if (rc) {
+                DFAIL("D: fips_consumer_open -> %d (%s)", rc, t_errname(rc));
+                break;
+            }
+            g_churn.sessions++;
+            if (resume)
+                g_churn.resumes++;
+            else
+                memset(st, 0, sizeof st);    /* fresh: starts at the floors */
+        }
+        int batches = 1 + (int)(t_rand(&rnd) % 300);
+        for (int i = 0; i < batches && !atomic_load(&g_stop); i++) {
+            fips_batch b;
+            int rc = fips_consumer_read(c, &b, 1 + (uint32_t)(t_rand(&rnd) % 128));
+            if (rc == -FIPS_EAGAIN) {
+                t_sleep_us(100);
+                continue;
+            }
+            if (rc) {
+                DFAIL("D: read -> %d (%s)", rc, t_errname(rc));
+                break;
+            }
+            fips_record r;
+            while (b.ring < 16 && fips_batch_next(&b, &r) == 1) {
+                pay_t pay;
+                const char *why = check_payload(r.data, r.len, &pay);
+                if (why) {
+                    DFAIL("D: ring %u seq %llu: %s", b.ring, (unsigned long long)r.seq, why);
+                    continue;
+                }
+                if ((uint32_t)atomic_load(&g_prod[pay.id].ring) != b.ring)
+                    DFAIL("D: producer %u's record in ring %u", pay.id, b.ring);
+                if (st[b.ring].seen && (r.seq != st[b.ring].next_seq ||
+                                        pay.pseq != st[b.ring].next_pseq + r.lost))
+                    DFAIL("D (%s): ring %u seq %llu pseq %llu lost %u, expected seq %llu "
+                          "pseq %llu", resume ? "resumed" : "fresh", b.ring,
+                          (unsigned long long)r.seq, (unsigned long long)pay.pseq, r.lost,
+                          (unsigned long long)st[b.ring].next_seq,
+                          (unsigned long long)st[b.ring].next_pseq);
+                st[b.ring].seen = 1;
+                st[b.ring].next_seq = r.seq + 1;
+                st[b.ring].next_pseq = pay.pseq + 1;
+                g_churn.records++;
+            }
+            rc = fips_consumer_release(c, &b);
+            if (rc)
+                DFAIL("D: release -> %d", rc);
+        }
+        resume = (int)(t_rand(&rnd) % 2);
+        int rc = resume ? fips_consumer_detach(c) : fips_consumer_close(c);
+        if (rc)
+            DFAIL("D: %s -> %d", resume ? "detach" : "close", rc);
+        c = NULL;
+        if (t_rand(&rnd) % 4 == 0)
+            t_sleep_us(t_rand(&rnd) % 5000);   /* away for a while */
+    }
+    if (c)
+        fips_consumer_close(c);
+    else if (resume) {       /* unregister the detached entry */
+        if (fips_consumer_open(&c, g_dom, "D-churn") == 0)
+            fips_consumer_close(c);
+        else
+            DFAIL("D: final re-open failed");
+    }
+#undef DFAIL
+    return NULL;
+}
+
 /* ---- monitor ---------------------------------------------------------------- */
 
 typedef struct {
@@ -607,6 +707,9 @@ int main(void)
         }
     if (pthread_create(&mon, NULL, monitor, NULL))
         DIE("pthread_create");
+    pthread_t churner;
+    if (pthread_create(&churner, NULL, churn, NULL))
+        DIE("pthread_create");
     uint64_t t0 = t_mono_ns();
     for (uint32_t i = 0; i < NPROD; i++) {
         g_prod[i].id = i;
@@ -620,6 +723,8 @@ int main(void)
     t_sleep_us((uint64_t)(seconds * 1e6));
     atomic_store(&g_stop, 1);
     uint64_t t_stop = t_mono_ns();
+    if (pthread_join(churner, NULL))
+        DIE("pthread_join");
 
     /* Consumers end once they have seen every producer's final record. */
     for (int i = 0; i < nreaders; i++)
@@ -740,6 +845,8 @@ int main(void)
         printf("test_stress: consumer %-10s %ld records in %ld batches (%ld empty)\n",
                g_cons[k].name, atomic_load(&g_cons[k].records), atomic_load(&g_cons[k].batches),
                atomic_load(&g_cons[k].empty_batches));
+    printf("test_stress: consumer D-churn    %ld records in %ld sessions (%ld resumed)\n",
+           g_churn.records, g_churn.sessions, g_churn.resumes);
     printf("test_stress: monitor %ld snapshots, %ld taps, %ld records tapped, %ld lapped, "
            "%ld tap errors\n", g_mon.snapshots, g_mon.taps, g_mon.tapped, g_mon.lapped,
            g_mon.tap_errors);

@@ -207,9 +207,14 @@ static int t_cases_passed, t_cases_failed;
 /* Final line of each test program, and its exit status. */
 static inline int t_report(const char *prog)
 {
-    printf("%s: %d cases passed, %d failed (%d failed checks of %ld)\n", prog,
-           t_cases_passed, t_cases_failed, atomic_load(&t_failures),
-           atomic_load(&t_checks));
+    if (t_cases_passed + t_cases_failed)
+        printf("%s: %d cases passed, %d failed (%d failed checks of %ld)\n", prog,
+               t_cases_passed, t_cases_failed, atomic_load(&t_failures),
+               atomic_load(&t_checks));
+    else
+        printf("%s: %s (%d failed checks of %ld)\n", prog,
+               atomic_load(&t_failures) ? "FAILED" : "passed", atomic_load(&t_failures),
+               atomic_load(&t_checks));
     return atomic_load(&t_failures) ? 1 : 0;
 }
 
