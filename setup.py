@@ -36,6 +36,15 @@ LINKNAME = "libfips.so"
 LIB_SOURCES = ["fipstop/csrc/fips.c"]
 PUBLIC_HEADERS = ["fipstop/csrc/fips.h"]  # installed as fipstop/include/fips.h
 VERSION_SCRIPT = "{\n  global: fips_*;\n  local: *;\n};\n"
+# The LD_PRELOAD syslog(3) drop-in: libfips compiled in (one file to preload),
+# exporting only the syslog API so it never interposes on a program's own
+# libfips.
+SHIM = "libfips_syslog.so"
+SHIM_SOURCES = ["fipstop/csrc/fips_syslog.c", "fipstop/csrc/fips.c"]
+SHIM_VERSION_SCRIPT = (
+    "{\n  global: openlog; closelog; setlogmask; syslog; vsyslog; __syslog_chk;"
+    " __vsyslog_chk; fips_syslog_dropped;\n  local: *;\n};\n"
+)
 
 
 class build_ext(_build_ext):
@@ -63,7 +72,7 @@ class build_ext(_build_ext):
 
     def _lib_outputs(self) -> list[str]:
         d = self._lib_build_dir()
-        return [os.path.join(d, SONAME), os.path.join(d, LINKNAME)]
+        return [os.path.join(d, SONAME), os.path.join(d, LINKNAME), os.path.join(d, SHIM)]
 
     def _header_outputs(self) -> list[str]:
         d = self._include_build_dir()
@@ -80,6 +89,7 @@ class build_ext(_build_ext):
             src = self._lib_source_dir()
             for out in self._lib_outputs():
                 mapping[out] = os.path.join(src, os.path.basename(out))
+            _replace_copy(os.path.join(out_dir, SHIM), os.path.join(src, SHIM))
             inc = self._include_source_dir()
             for out in self._header_outputs():
                 mapping[out] = os.path.join(inc, os.path.basename(out))
@@ -151,6 +161,7 @@ class build_ext(_build_ext):
                 target_lang="c",
             )
         _symlink(SONAME, os.path.join(out_dir, LINKNAME))
+        self._build_shared(SHIM_SOURCES, SHIM, SHIM_VERSION_SCRIPT, out_dir, ext, ["dl"])
         for header, out in zip(PUBLIC_HEADERS, self._header_outputs()):
             _replace_copy(header, out)
 
@@ -158,9 +169,46 @@ class build_ext(_build_ext):
             src = self._lib_source_dir()
             _replace_copy(target, os.path.join(src, SONAME))
             _symlink(SONAME, os.path.join(src, LINKNAME))
+            _replace_copy(os.path.join(out_dir, SHIM), os.path.join(src, SHIM))
             inc = self._include_source_dir()
             for out in self._header_outputs():
                 _replace_copy(out, os.path.join(inc, os.path.basename(out)))
+
+    def _build_shared(self, sources, name, version_script_text, out_dir, ext, extra_libs) -> None:
+        """Build one plain shared object (no soname) when its sources changed."""
+        target = os.path.join(out_dir, name)
+        depends = list(sources) + sorted(glob.glob("fipstop/csrc/*.h"))
+        if not (self.force or newer_group(depends, target, missing="newer")):
+            return
+        tmp = os.path.join(self.build_temp, name.replace(".", "_"))
+        os.makedirs(tmp, exist_ok=True)
+        os.makedirs(out_dir, exist_ok=True)
+        version_script = os.path.join(tmp, "exports.map")
+        with open(version_script, "w", encoding="ascii") as f:
+            f.write(version_script_text)
+        compiler = self._lib_compiler()
+        objects = compiler.compile(
+            list(sources),
+            output_dir=tmp,
+            include_dirs=list(ext.include_dirs),
+            extra_postargs=list(ext.extra_compile_args),
+            depends=depends,
+            debug=self.debug,
+        )
+        compiler.link_shared_object(
+            objects,
+            name,
+            output_dir=out_dir,
+            libraries=[*ext.libraries, *extra_libs],
+            library_dirs=list(ext.library_dirs),
+            extra_postargs=[
+                f"-Wl,--version-script={version_script}",
+                "-Wl,--no-undefined",
+                *ext.extra_link_args,
+            ],
+            debug=self.debug,
+            target_lang="c",
+        )
 
 
 def _replace_copy(src: str, dst: str) -> None:

@@ -240,8 +240,8 @@ class BatchIterator(Iterator[Record]):
 @final
 class Consumer:
     """A named consumer: sees every record, at its own pace.  Opening a name
-    that is registered to a dead process resumes it; in this process, it
-    takes the entry over (the older handle is then evicted)."""
+    that is registered to a dead process (or that this process detached)
+    resumes it; a name a live handle holds raises FipsError(code=EBUSY)."""
 
     def __new__(cls, domain: Domain, name: str) -> Self: ...
     def read(self, max: int = 256) -> Batch | None: ...

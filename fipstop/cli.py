@@ -38,6 +38,8 @@ DEFAULT_SHM_DIR = "/dev/shm"
 #: Command modules, imported when the parser is built, in this order.
 COMMANDS: list[str] = [
     "fipstop.snapshot",
+    "fipstop.tail",
+    "fipstop.wrap",
     "fipstop.bench.cli",
 ]
 

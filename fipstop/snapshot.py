@@ -21,9 +21,11 @@ import argparse
 import json
 import os
 import sys
-import unicodedata
+
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
+
+from fipstop.textsafe import escape_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from fipstop.ring import DomainSnapshot
@@ -41,28 +43,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--domain", metavar="NAME", help="only this domain (file fips.NAME in the shm dir)")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.set_defaults(func=run)
-
-
-# ---------------------------------------------------------------------------
-# escaping
-# ---------------------------------------------------------------------------
-
-
-def escape_text(text: str) -> str:
-    """Make attacker-controlled text safe for a terminal: control and other
-    non-printable characters (C0, DEL, C1, bidi overrides, line separators,
-    ...) become ``\\xNN`` / ``\\uNNNN``.  Plain text: markup like ``[bold]``
-    is left as literal characters (this command never interprets markup)."""
-    out = []
-    for ch in text:
-        o = ord(ch)
-        if o < 0x20 or 0x7F <= o <= 0x9F:
-            out.append(f"\\x{o:02x}")
-        elif o > 0x7F and unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
-            out.append(f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}")
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 # ---------------------------------------------------------------------------

@@ -68,9 +68,11 @@ FIPS_CASES = ("fips_c", "fips_c_batch", "fips_python", "fips_python_batch")
 DEFAULT_DURATION_S = 2.0
 QUICK_DURATION_S = 0.3
 ENV_DURATION = "FIPSTOP_BENCH_DURATION"
+ENV_NICE = "FIPSTOP_BENCH_NICE"  # nice level for the bench's own processes (negative needs root)
 LAT_BATCH = 64  # records per timed batch (single-record cases)
 LOG_BATCH = 256  # records per log_batch call
 RING_CAPACITY = 1 << 20  # libfips default, bytes per ring
+AB_RING_CAPACITY = 16 << 20  # monitor A/B runs: ~5 ms of buffer at 20 M records/s of 128 B
 SNAP_RINGS = 1024
 SNAP_RING_CAPACITY = 64 * 1024
 MONITOR_HZ = 10.0
@@ -283,7 +285,11 @@ def build_harness(cache_dir: Path | None = None) -> tuple[Path | None, str | Non
 class Child:
     """A helper process that prints 'ready' once set up and a JSON line at exit."""
 
+    nice = 0  # set by Bench; applied to every helper process
+
     def __init__(self, argv: Sequence[str], *, stdin: bool = False, preexec=None, env=None) -> None:
+        if preexec is None and Child.nice:
+            preexec = _pin_preexec(None, Child.nice)
         self.argv = list(argv)
         self.proc = subprocess.Popen(
             self.argv,
@@ -344,10 +350,14 @@ class Child:
             pass
 
 
-def _run(argv: Sequence[str], timeout: float, env=None) -> tuple[dict[str, Any] | None, str | None]:
+def _run(
+    argv: Sequence[str], timeout: float, env=None, preexec=None
+) -> tuple[dict[str, Any] | None, str | None]:
     """Run to completion; returns (json, None) or (None, reason)."""
     try:
-        res = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=env)
+        res = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout, env=env, preexec_fn=preexec
+        )
     except subprocess.TimeoutExpired:
         return None, f"timed out after {timeout:.0f} s"
     except OSError as exc:
@@ -360,13 +370,16 @@ def _run(argv: Sequence[str], timeout: float, env=None) -> tuple[dict[str, Any] 
     return obj, None
 
 
-def _pin_preexec(cpu: int | None):
-    if cpu is None:
+def _pin_preexec(cpu: int | None, nice: int = 0):
+    if cpu is None and not nice:
         return None
 
     def _pin() -> None:  # runs in the child before exec
         try:
-            os.sched_setaffinity(0, {cpu})
+            if cpu is not None:
+                os.sched_setaffinity(0, {cpu})
+            if nice:
+                os.setpriority(os.PRIO_PROCESS, 0, nice)
         except OSError:
             pass
 
@@ -401,6 +414,14 @@ class Bench:
         reps = getattr(args, "reps", None)
         self.reps = int(reps) if reps else (1 if (self.quick or self.tiny) else DEFAULT_REPS)
         self.consumer_backoff_us = CONSUMER_BACKOFF_US
+        nice = getattr(args, "nice", None)
+        if nice is None:
+            try:
+                nice = int(os.environ.get(ENV_NICE, "0"))
+            except ValueError:
+                nice = 0
+        self.nice = int(nice)
+        Child.nice = self.nice
         try:
             cpus = sorted(os.sched_getaffinity(0))
         except OSError:
@@ -483,6 +504,9 @@ class Bench:
     def _fips_args(self, domain: str) -> dict[str, Any]:
         return {"shm_dir": self.shm_dir, "domain": domain, "ring_capacity": self.ring_capacity}
 
+    def _preexec(self):
+        return _pin_preexec(None, self.nice)
+
     def _timeout(self) -> float:
         return self.duration + 60.0
 
@@ -523,7 +547,7 @@ class Bench:
         )
 
     def run_none(self, size: int) -> CaseResult:
-        p, why = _run(self._produce_argv("none", size), self._timeout())
+        p, why = _run(self._produce_argv("none", size), self._timeout(), preexec=self._preexec())
         if p is None:
             return self._skip("none", size, f"producer failed: {why}", "error")
         return self._from_producer(
@@ -538,6 +562,7 @@ class Bench:
         monitor: bool = False,
         domain: str | None = None,
         duration: float | None = None,
+        ring_capacity: int | None = None,
     ) -> CaseResult:
         """fips_c / fips_c_batch / fips_python / fips_python_batch with a C consumer process."""
         if case.startswith("fips_python") and self.py_reason:
@@ -545,7 +570,9 @@ class Bench:
         assert self.harness is not None
         dom = domain or self._domain(case, size)
         self._unlink_domain(dom)
+        cap = ring_capacity or self.ring_capacity
         fa = self._fips_args(dom)
+        fa["ring_capacity"] = cap
         cons = Child(
             [
                 str(self.harness),
@@ -557,7 +584,7 @@ class Bench:
                 "--name",
                 "bench",
                 "--ring-capacity",
-                str(self.ring_capacity),
+                str(cap),
                 "--backoff-us",
                 f"{self.consumer_backoff_us:g}",
                 "--min-batch",
@@ -587,9 +614,9 @@ class Bench:
                 if why:
                     return self._skip(case, size, f"monitor failed: {why}", "error")
             if case.startswith("fips_c"):
-                p, why = _run(self._produce_argv(case, size, duration, **fa), self._timeout())
+                p, why = _run(self._produce_argv(case, size, duration, **fa), self._timeout(), preexec=self._preexec())
             else:
-                p, why = self._run_python(case, size, dom)
+                p, why = self._run_python(case, size, dom, cap)
             mon_res = mon.stop() if mon else None
             c = cons.stop()
         finally:
@@ -649,7 +676,9 @@ class Bench:
             notes=notes,
         )
 
-    def _run_python(self, case: str, size: int, dom: str) -> tuple[dict[str, Any] | None, str | None]:
+    def _run_python(
+        self, case: str, size: int, dom: str, ring_capacity: int | None = None
+    ) -> tuple[dict[str, Any] | None, str | None]:
         argv = [
             sys.executable,
             "-m",
@@ -666,11 +695,11 @@ class Bench:
             "--domain",
             dom,
             "--ring-capacity",
-            str(self.ring_capacity),
+            str(ring_capacity or self.ring_capacity),
         ]
         if self.prod_cpu is not None:
             argv += ["--cpu", str(self.prod_cpu)]
-        return _run(argv, self._timeout(), env=self._py_env())
+        return _run(argv, self._timeout(), env=self._py_env(), preexec=self._preexec())
 
     def run_none_python(self, size: int) -> CaseResult:
         p, why = self._run_python("none_python", size, self._domain("none_python", size))
@@ -690,7 +719,7 @@ class Bench:
     def run_file(self, size: int) -> CaseResult:
         path = self.tmp / f"file-{size}.log"
         try:
-            p, why = _run(self._produce_argv("file", size, file=path), self._timeout())
+            p, why = _run(self._produce_argv("file", size, file=path), self._timeout(), preexec=self._preexec())
             written = path.stat().st_size if path.exists() else 0
         finally:
             try:
@@ -721,7 +750,7 @@ class Bench:
             why = rx.wait_ready()
             if why:
                 return self._skip("unix_dgram", size, f"receiver failed: {why}", "error")
-            p, why = _run(self._produce_argv("unix_dgram", size, sock=sock), self._timeout())
+            p, why = _run(self._produce_argv("unix_dgram", size, sock=sock), self._timeout(), preexec=self._preexec())
             r = rx.stop()
         finally:
             rx.kill()
@@ -759,7 +788,7 @@ class Bench:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=_pin_preexec(self.cons_cpu),
+            preexec_fn=_pin_preexec(self.cons_cpu, self.nice),
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -801,11 +830,17 @@ class Bench:
             return self._skip("syslog", size, why or "rsyslogd failed", "error")
         fallback = None
         try:
-            p, why = _run(self._produce_argv("syslog", size, sock=sock, tmp=d, syslog_mode="ns"), self._timeout())
+            p, why = _run(
+                self._produce_argv("syslog", size, sock=sock, tmp=d, syslog_mode="ns"),
+                self._timeout(),
+                preexec=self._preexec(),
+            )
             if p is None:
                 fallback = f"real syslog(3) via mount namespace unavailable ({why}); used the wire-path emulation"
                 p, why = _run(
-                    self._produce_argv("syslog", size, sock=sock, tmp=d, syslog_mode="wire"), self._timeout()
+                    self._produce_argv("syslog", size, sock=sock, tmp=d, syslog_mode="wire"),
+                    self._timeout(),
+                    preexec=self._preexec(),
                 )
             # let rsyslog write out what it queued, then stop it
             delivered, last, stable_since = 0, -1, time.monotonic()
@@ -906,7 +941,7 @@ class Bench:
             ]
             if self.prod_cpu is not None:
                 argv += ["--cpu", str(self.prod_cpu)]
-            c, why = _run(argv, 120)
+            c, why = _run(argv, 120, preexec=self._preexec())
             if c is None:
                 res["c"] = {"status": "error", "skip_reason": why}
             else:
@@ -1006,6 +1041,9 @@ class Bench:
             "monitor / without, per pair; reported: median of the pair ratios and the pooled ratio",
             "pairs": self.ab_pairs,
             "duration_s_per_run": self.ab_duration,
+            "ring_capacity_bytes": AB_RING_CAPACITY,
+            "ring_note": "a larger ring than the cases' so that a consumer hiccup (a scheduler slice of other "
+            "work) does not turn into drops, which would swamp a 1 % effect",
         }
         if self.harness is None:
             res["status"] = "skipped"
@@ -1023,6 +1061,7 @@ class Bench:
                     monitor=with_mon,
                     domain=f"{self.tag}-ab{i}{int(with_mon)}",
                     duration=self.ab_duration,
+                    ring_capacity=AB_RING_CAPACITY,
                 )
                 if r.status != "ok" or not r.records_per_s:
                     res["status"] = "error"
@@ -1157,6 +1196,7 @@ class Bench:
             "counter, printf-free); "
             "Python cases log a pre-built bytes object",
             "pinning": self.pin_note,
+            "nice": self.nice,
             "producer_cpu": self.prod_cpu,
             "consumer_cpu": self.cons_cpu,
             "shm_dir": str(self.shm_dir.parent),
@@ -1189,7 +1229,9 @@ def _ring_rows(fips_mod: Any, snap: Any) -> list[dict[str, int]]:
     rows = []
     for i in range(len(raw) // size):
         base = i * size
-        rows.append({k: struct.unpack_from(fields[k][1], raw, base + fields[k][0])[0] for k in _RING_KEYS if k in fields})
+        rows.append(
+            {k: struct.unpack_from(fields[k][1], raw, base + fields[k][0])[0] for k in _RING_KEYS if k in fields}
+        )
     return rows
 
 
@@ -1379,7 +1421,8 @@ def render_table(doc: dict[str, Any]) -> str:
     rows = [("case", "size", "rec/s", "case/none", "fips_c/case", "p50 ns", "p99 ns", "drops", "note")]
     for r in doc["results"]:
         if r["status"] != "ok":
-            rows.append((r["case"], str(r["size_bytes"]), "-", "-", "-", "-", "-", "-", f"{r['status']}: {r['skip_reason']}"))
+            why = f"{r['status']}: {r['skip_reason']}"
+            rows.append((r["case"], str(r["size_bytes"]), "-", "-", "-", "-", "-", "-", why))
             continue
         rows.append(
             (
@@ -1655,6 +1698,9 @@ def _argparser() -> argparse.ArgumentParser:
     p.add_argument("--cases", nargs="+", choices=CASES, default=None)
     p.add_argument("--sizes", nargs="+", type=int, default=None)
     p.add_argument("--reps", type=int, default=None, help="rounds over all cases (default 3, --quick 1)")
+    p.add_argument(
+        "--nice", type=int, default=None, help=f"nice level of the bench's processes (default ${ENV_NICE} or 0)"
+    )
     return p
 
 

@@ -110,6 +110,7 @@ PIN(fips_layout_ring, generation, 132);
 PIN(fips_layout_ring, pid, 136);
 PIN(fips_layout_ring, tid, 140);
 PIN(fips_layout_ring, thread_name, 144);
+PIN(fips_layout_ring, pidns, 176);
 _Static_assert(sizeof(struct fips_layout_ring) == FIPS_RING_CTL_SIZE, "ring size");
 PIN(fips_layout_consumer, state, 0);
 PIN(fips_layout_consumer, generation, 4);
@@ -123,6 +124,7 @@ PIN(fips_layout_consumer, resumes, 44);
 PIN(fips_layout_consumer, records_released, 48);
 PIN(fips_layout_consumer, batches_released, 56);
 PIN(fips_layout_consumer, name, 64);
+PIN(fips_layout_consumer, pidns, 128);
 _Static_assert(sizeof(struct fips_layout_consumer) == FIPS_CONSUMER_SIZE, "consumer size");
 PIN(fips_layout_pos, released, 0);
 PIN(fips_layout_pos, released_seq, 8);
@@ -239,6 +241,7 @@ struct tls_ring {
     uint32_t pending_lost;
     int32_t slow_c;       /* consumer that set `limit`, -1 if none */
     uint32_t full_tries;  /* drops since the last full refresh */
+    uint64_t refresh_coarse_ns; /* coarse clock at the last full refresh */
     /* record timestamps from the TSC, anchored to CLOCK_REALTIME (see
      * rec_time()): tsc0/ns0 the anchor, mult ns per tick << 32 (0 while
      * uncalibrated), last the newest stamp (stamps never go backwards). */
@@ -550,10 +553,12 @@ int fips_domain_open_err(fips_domain **out, const char *shm_dir, const char *nam
     d->fd = -1;
     int rc = path_of(d->path, sizeof d->path, shm_dir, name);
     if (rc) { free(d); return rc; }
+    int created = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
-        int fd = open(d->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        /* O_NONBLOCK: a FIFO planted at the name must not hang us. */
+        int fd = open(d->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         if (fd >= 0) {
-            if (opts->create == 2) {
+            if (opts->create == 2 && !created) {
                 close(fd);
                 rc = seterr(eb, el, -EEXIST, d->path, "already exists");
                 break;
@@ -576,6 +581,7 @@ int fips_domain_open_err(fips_domain **out, const char *shm_dir, const char *nam
             break;
         }
         if (rc && rc != -EEXIST) { seterr(eb, el, rc, d->path, "create: %s", fips_strerror(rc)); break; }
+        created = rc == 0;
         if (rc == -EEXIST && opts->create == 2) { seterr(eb, el, rc, d->path, "already exists"); break; }
     }
     if (rc) { free(d); return rc; }
@@ -616,10 +622,33 @@ int fips_domain_close(fips_domain *d)
 }
 
 /* ---- producer ----------------------------------------------------------------- */
-static int pid_alive(uint32_t pid)
+/* Inode of our pid namespace: a pid recorded by a process in another
+ * namespace means nothing to kill(2) here. */
+static uint64_t my_pidns(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Whether the process that wrote (pid, pidns) may still be running.  When we
+ * cannot tell (another pid namespace), it is alive: taking over a live
+ * producer's ring or consumer's entry is worse than waiting.  A zombie is
+ * dead. */
+static int pid_alive(uint32_t pid, uint64_t pidns)
 {
     if (pid == 0) return 0;
-    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+    if (pidns != my_pidns()) return 1;
+    if (kill((pid_t)pid, 0) != 0) return errno == EPERM;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%u/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 1;
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')'); /* comm may contain anything */
+    return !(rp && rp[1] == ' ' && rp[2] == 'Z');
 }
 
 /* Oldest position any active consumer still needs in ring r, or the current
@@ -709,7 +738,8 @@ static int ring_attach(fips_domain *d, struct tls_ring *t)
             uint32_t st = LD32(&ctl->state, acquire);
             uint32_t want = pass == 0 ? FIPS_RING_FREE : pass == 1 ? FIPS_RING_CLOSED : FIPS_RING_ACTIVE;
             if (st != want) continue;
-            if (pass == 2 && pid_alive(LD32(&ctl->pid, relaxed))) continue;
+            uint32_t dead_pid = LD32(&ctl->pid, relaxed);
+            if (pass == 2 && pid_alive(dead_pid, LD(&ctl->pidns, relaxed))) continue;
             if (pass > 0) {
                 uint64_t head = LD(&ctl->head, acquire);
                 int drained = 1;
@@ -719,10 +749,20 @@ static int ring_attach(fips_domain *d, struct tls_ring *t)
                         drained = 0;
                 if (!drained) continue;
             }
-            uint32_t exp = st;
-            if (!atomic_compare_exchange_strong(A32(&ctl->state), &exp, FIPS_RING_ACTIVE)) continue;
+            uint32_t me = (uint32_t)getpid();
+            if (pass < 2) {
+                uint32_t exp = st;
+                if (!atomic_compare_exchange_strong(A32(&ctl->state), &exp, FIPS_RING_ACTIVE)) continue;
+            } else {
+                /* An ACTIVE slot of a dead producer: the pid CAS elects one
+                 * taker (state stays ACTIVE, so it cannot be the lock). */
+                uint32_t exp = dead_pid;
+                if (dead_pid == me ||
+                    !atomic_compare_exchange_strong(A32(&ctl->pid), &exp, me)) continue;
+            }
             ST32(&ctl->generation, LD32(&ctl->generation, relaxed) + 1, relaxed);
-            ST32(&ctl->pid, (uint32_t)getpid(), relaxed);
+            ST32(&ctl->pid, me, relaxed);
+            ST(&ctl->pidns, my_pidns(), relaxed);
             ST32(&ctl->tid, (uint32_t)syscall(SYS_gettid), relaxed);
             char nm[FIPS_THREAD_NAME_MAX];
             thread_name(nm, sizeof nm);
@@ -801,19 +841,23 @@ static inline uint64_t reserve(struct tls_ring *t, uint64_t head, uint64_t need,
     uint64_t start = to_end < need ? head + to_end : head;
     uint64_t end = start + need;
     if (__builtin_expect(end - t->limit > d->cap, 0)) {
-        /* While the ring stays full, a drop costs one acquire load: if the
-         * consumer that held the floor has not moved far enough, the true
-         * floor (a minimum that includes it) cannot have either.  The full
-         * refresh (joins, evictions) still runs every 256 tries. */
-        if (t->full_tries && (t->full_tries & 255u) != 0 && t->slow_c >= 0) {
+        /* While the ring stays full, a drop costs two loads: if the consumer
+         * that held the floor is still ACTIVE and has not moved far enough,
+         * the true floor (a minimum that includes it) cannot have either.
+         * The full refresh (joins, closes, evictions) still runs once per
+         * tick of the coarse clock (1-4 ms), and always in blocking mode. */
+        if (t->full_tries && t->slow_c >= 0 && d->block_us == 0 &&
+            mono_coarse_ns() == t->refresh_coarse_ns) {
             struct fips_layout_pos *sp = &d->pos[(size_t)t->slow_c * d->max_rings + t->idx];
             /* Reading the line costs the consumer one invalidation per
              * release, not per try: the producer's copy stays shared. */
-            if (end - LD(&sp->released, acquire) > d->cap) { /* P4 */
+            if (end - LD(&sp->released, acquire) > d->cap && /* P4 */
+                LD32(&d->cons[t->slow_c].state, relaxed) == FIPS_CONS_ACTIVE) {
                 t->full_tries++;
                 goto full;
             }
         }
+        t->refresh_coarse_ns = mono_coarse_ns();
         refresh_floor(t, end);
         if (end - t->limit > d->cap && d->block_us > 0) {
             uint64_t t0 = fips_mono_ns(), deadline = t0 + (uint64_t)d->block_us * 1000u;
@@ -902,6 +946,19 @@ static inline void write_rec(struct tls_ring *t, uint64_t start, const void *buf
 static inline void publish(struct tls_ring *t, uint64_t new_head, uint64_t ts)
 {
     struct fips_layout_ring *ctl = t->ctl;
+    /* High water: every 64th commit, measure the fill against the slowest
+     * consumer's position (a relaxed load of its line, amortised). */
+    if (__builtin_expect((t->committed & 63u) == 0, 0)) {
+        fips_domain *d = t->d;
+        uint64_t base = t->limit;
+        if (t->slow_c >= 0) {
+            uint64_t rel = LD(&d->pos[(size_t)t->slow_c * d->max_rings + t->idx].released, relaxed);
+            if (rel > base && rel <= new_head) base = rel;
+        }
+        uint64_t used = new_head - base;
+        if (used > d->cap) used = d->cap;
+        if (used > LD(&ctl->high_water_bytes, relaxed)) ST(&ctl->high_water_bytes, used, relaxed);
+    }
     ST(&ctl->records_committed, t->committed, relaxed);
     ST(&ctl->bytes_committed, t->bytes, relaxed);
     ST(&ctl->last_commit_ns, ts, relaxed);
@@ -1087,16 +1144,32 @@ static struct fips_layout_pos *posof(fips_domain *d, uint32_t c, uint32_t r)
     return &d->pos[(size_t)c * d->max_rings + r];
 }
 
-/* Read a ring's floor and the seq at it consistently (floor is stored after
- * floor_seq; re-read until stable). */
+static void racy_copy(void *dst, const void *src, size_t n);
+
+/* A ring's floor and the seq of the record at it, for a joining consumer.
+ * floor_seq (from the producer) can lag; the record header at the floor is
+ * exact: the producer never overwrites at or above the floor it published,
+ * so a header read between two equal floor loads is intact. */
 static void read_floor(fips_domain *d, uint32_t r, uint64_t *floor, uint64_t *seq)
 {
     struct fips_layout_ring *ctl = &d->rings[r];
+    const uint8_t *base = d->data + (size_t)r * d->cap;
     for (int i = 0; i < 100; i++) {
         uint64_t f1 = LD(&ctl->floor, seq_cst); /* J2 */
         uint64_t s = LD(&ctl->floor_seq, relaxed);
-        uint64_t f2 = LD(&ctl->floor, seq_cst);
-        if (f1 == f2) { *floor = f1; *seq = s; return; }
+        uint64_t head = LD(&ctl->head, acquire); /* C1 */
+        if (f1 > head || head - f1 > d->cap) continue; /* moving, or hostile */
+        uint64_t p = f1, off = p & d->mask;
+        if (d->cap - off < FIPS_REC_HDR_SIZE) { p += d->cap - off; off = 0; }
+        if (p < head) {
+            struct fips_layout_record h;
+            racy_copy(&h, base + off, sizeof h);
+            s = h.seq;
+        } else {
+            s = LD(&ctl->records_committed, relaxed);
+        }
+        atomic_thread_fence(memory_order_acquire);
+        if (LD(&ctl->floor, seq_cst) == f1) { *floor = f1; *seq = s; return; }
     }
     *floor = LD(&ctl->floor, seq_cst);
     *seq = LD(&ctl->floor_seq, relaxed);
@@ -1121,7 +1194,7 @@ int fips_consumer_open(fips_consumer **out, fips_domain *d, const char *name)
         if (strncmp(e->name, name, FIPS_NAME_MAX) != 0) continue;
         if (st == FIPS_CONS_ACTIVE) {
             uint32_t pid = LD32(&e->pid, relaxed);
-            if (pid != me && pid_alive(pid)) { rc = -FIPS_EBUSY; break; }
+            if (pid != me && pid_alive(pid, LD(&e->pidns, relaxed))) { rc = -FIPS_EBUSY; break; }
             /* Our own process may resume an entry it detached, not one a
              * live handle of this domain still reads through. */
             if (pid == me && (atomic_load(&d->open_consumers) >> (i & 63)) & 1u) {
@@ -1132,6 +1205,7 @@ int fips_consumer_open(fips_consumer **out, fips_domain *d, const char *name)
             uint32_t g = LD32(&e->generation, relaxed);
             if (!atomic_compare_exchange_strong(A32(&e->generation), &g, g + 1)) { rc = -FIPS_EBUSY; break; }
             ST32(&e->pid, me, relaxed);
+            ST(&e->pidns, my_pidns(), relaxed);
             ST(&e->heartbeat_mono_ns, fips_mono_ns(), relaxed);
             ST32(&e->resumes, LD32(&e->resumes, relaxed) + 1, relaxed);
             c->gen = g + 1;
@@ -1142,14 +1216,18 @@ int fips_consumer_open(fips_consumer **out, fips_domain *d, const char *name)
             if (atomic_compare_exchange_strong(A32(&e->state), &exp, FIPS_CONS_JOINING)) found = (int)i;
         }
     }
-    /* 2. else a free or closed slot */
-    for (uint32_t i = 0; !rc && i < d->max_consumers && found < 0; i++) {
-        struct fips_layout_consumer *e = &d->cons[i];
-        uint32_t st = LD32(&e->state, acquire);
-        if (st != FIPS_CONS_FREE && st != FIPS_CONS_CLOSED) continue;
-        uint32_t exp = st;
-        if (atomic_compare_exchange_strong(A32(&e->state), &exp, FIPS_CONS_JOINING)) found = (int)i;
-    }
+    /* 2. else a free or closed slot; 3. else an evicted one (its owner
+     * would have to register again anyway): a crashed consumer that never
+     * comes back must not hold a slot forever. */
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; !rc && i < d->max_consumers && found < 0; i++) {
+            struct fips_layout_consumer *e = &d->cons[i];
+            uint32_t st = LD32(&e->state, acquire);
+            if (pass == 0 ? (st != FIPS_CONS_FREE && st != FIPS_CONS_CLOSED) : st != FIPS_CONS_EVICTED)
+                continue;
+            uint32_t exp = st;
+            if (atomic_compare_exchange_strong(A32(&e->state), &exp, FIPS_CONS_JOINING)) found = (int)i;
+        }
     if (!rc && found < 0) rc = -FIPS_ENOCONSUMER;
     if (rc) { free(c->cr); free(c); return rc; }
     c->idx = (uint32_t)found;
@@ -1163,6 +1241,7 @@ int fips_consumer_open(fips_consumer **out, fips_domain *d, const char *name)
         snprintf(nm, sizeof nm, "%s", name);
         memcpy(e->name, nm, sizeof nm);
         ST32(&e->pid, me, relaxed);
+        ST(&e->pidns, my_pidns(), relaxed);
         ST32(&e->readers, 0, relaxed);
         ST(&e->registered_ns, fips_now_ns(), relaxed);
         ST(&e->evicted_ns, 0, relaxed);
@@ -1343,6 +1422,11 @@ int fips_consumer_read(fips_consumer *c, fips_batch *b, uint32_t max)
         uint32_t r = (start + k) % scan;
         if (LD32(&d->rings[r].state, acquire) == FIPS_RING_FREE) continue; /* M1 */
         rc = claim_batch(c, r, max, b);
+        if (rc == 0 && b->count == 0) { /* only a pad: consume it, look again */
+            fips_consumer_release(c, b);
+            rc = claim_batch(c, r, max, b);
+            if (rc == 0 && b->count == 0) { fips_consumer_release(c, b); rc = -FIPS_EAGAIN; }
+        }
         if (rc == 0) return 0;
         if (rc == -FIPS_ECORRUPT) corrupt = 1;
     }
@@ -1426,6 +1510,9 @@ int fips_consumer_release(fips_consumer *c, const fips_batch *b)
     if (b->ring >= d->max_rings) return -EINVAL;
     struct cring *cr = &c->cr[b->ring];
     struct fips_layout_pos *p = posof(d, c->idx, b->ring);
+    /* A handle whose entry was evicted or taken over must not move the
+     * positions of whoever holds the entry now. */
+    if (LD32(&c->e->generation, relaxed) != c->gen) return -FIPS_EEVICTED;
     maybe_heartbeat(c);
     uint64_t exp = b->start;
     /* R1 / C3: SEQ_CST CAS — release for the producer (P4), and the Dekker
@@ -1462,7 +1549,7 @@ int fips_monitor_open_path(fips_monitor **out, const char *path, int any_owner, 
     fips_monitor *m = calloc(1, sizeof *m);
     if (!m) return -ENOMEM;
     snprintf(m->d.path, sizeof m->d.path, "%s", path);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not hang us */
     if (fd < 0) {
         int e = errno;
         int rc = seterr(eb, el, -e, path, "%s", e == ELOOP ? "is a symlink (refused)" : strerror(e));
@@ -1588,12 +1675,11 @@ int fips_monitor_tap(fips_monitor *m, uint32_t ring, uint32_t max, void *buf, si
     if (max == 0) return 0;
     const struct fips_layout_ring *ctl = &d->rings[ring];
     const uint8_t *base = d->data + (size_t)ring * d->cap;
-    uint64_t head = LD(&ctl->head, acquire); /* C1 */
-    uint64_t reserved = LD(&ctl->reserved, relaxed);
-    if (reserved < head || reserved - head > d->cap) reserved = head;
     /* Walk forward from the floor (a record boundary the producer never
-     * writes below); keep the offsets of the last `max` records. */
-    uint64_t lo = LD(&ctl->floor, relaxed);
+     * writes below) to head; keep the offsets of the last `max` records.
+     * floor is loaded first: it never passes head, so a later head is >= it. */
+    uint64_t lo = LD(&ctl->floor, acquire);
+    uint64_t head = LD(&ctl->head, acquire); /* C1 */
     if (lo > head || head - lo > d->cap) return -FIPS_ECORRUPT;
     uint64_t *ring_pos = calloc(max, sizeof *ring_pos);
     if (!ring_pos) return -ENOMEM;

@@ -127,7 +127,8 @@ struct fips_layout_ring {            /* ring table entry, 256 bytes */
     uint32_t pid;                    /* 136 */
     uint32_t tid;                    /* 140 */
     char     thread_name[FIPS_THREAD_NAME_MAX]; /* 144 */
-    uint8_t  pad[256 - 176];
+    uint64_t pidns;                  /* 176 inode of the producer's pid namespace */
+    uint8_t  pad[256 - 184];
 };
 
 struct fips_layout_consumer {        /* consumer table entry, 256 bytes */
@@ -143,7 +144,8 @@ struct fips_layout_consumer {        /* consumer table entry, 256 bytes */
     uint64_t records_released;       /* 48  all rings */
     uint64_t batches_released;       /* 56 */
     char     name[FIPS_NAME_MAX];    /* 64 */
-    uint8_t  pad[256 - 128];
+    uint64_t pidns;                  /* 128 inode of the consumer's pid namespace */
+    uint8_t  pad[256 - 136];
 };
 
 struct fips_layout_pos {             /* position of (consumer, ring), 32 B */
@@ -216,7 +218,8 @@ void fips_commit(fips_domain *d, fips_slot *c, uint32_t len, uint32_t flags,
                  uint64_t ts_ns);
 /* claim + memcpy + commit.  Returns 0, -FIPS_EFULL, -FIPS_ETOOBIG, ... */
 int fips_log(fips_domain *d, const void *buf, uint32_t len);
-/* Like fips_log, but a too-long record is truncated and flagged. */
+/* Like fips_log, but a too-long record is truncated, flagged and counted:
+ * returns 1 when it truncated, 0 when logged whole, or a negative error. */
 int fips_log_trunc(fips_domain *d, const void *buf, size_t len, uint64_t ts_ns);
 /* Log n records with one commit (one release store).  Returns the number
  * logged (the rest were dropped and counted) or a negative error. */
@@ -263,7 +266,7 @@ int fips_consumer_open(fips_consumer **out, fips_domain *d, const char *name);
 int fips_consumer_close(fips_consumer *c);
 /* Detach without unregistering, as a crash would (for resume tests). */
 int fips_consumer_detach(fips_consumer *c);
-/* Claim a batch of up to max records from the next ring that has data.
+/* Claim a batch of 1..max records from the next ring that has data.
  * Thread-safe: several reader threads may call it on one consumer.
  * Returns 0, -FIPS_EAGAIN (nothing), -FIPS_EEVICTED, -FIPS_ECORRUPT. */
 int fips_consumer_read(fips_consumer *c, fips_batch *b, uint32_t max);

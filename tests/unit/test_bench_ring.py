@@ -147,7 +147,11 @@ def test_targets_pure() -> None:
     by = {r.case: r for r in results}
     assert by["syslog"].fips_c_over_case == pytest.approx(100.0)
     assert by["fips_c"].case_over_none == pytest.approx(0.625)
-    snap = {"status": "ok", "c": {"status": "ok", "us_p99": 1500.0}, "python": {"status": "skipped", "skip_reason": "x"}}
+    snap = {
+        "status": "ok",
+        "c": {"status": "ok", "us_p99": 1500.0},
+        "python": {"status": "skipped", "skip_reason": "x"},
+    }
     ab = {"status": "ok", "change_pct": -0.4}
     t = {x.id: x for x in ring._targets(results, snap, ab)}
     assert t["fips_c_rate"].passed is True
