@@ -18,22 +18,24 @@ all: lib examples
 setup:
 	@bash scripts/setup.sh
 
-# README command 1: set up, then run a C producer into a private shm dir and
-# look at it with `fipstop snapshot` while it runs.
+# README command 1: set up, then run a C producer and a C consumer (its output
+# discarded) on a private shm dir, and look at them with `fipstop snapshot`
+# while they run. (`fipstop demo`, the full pipeline, replaces this later.)
 demo: setup
-	@dir=$$(mktemp -d /tmp/fipstop-demo.XXXXXX); pid=; \
-	trap 'if [ -n "$$pid" ]; then kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true; fi; rm -rf "$$dir"' EXIT; \
-	echo "demo: examples/producer writes domain 'demo' in $$dir for $(DEMO_SECONDS) s"; \
-	FIPS_SHM_DIR=$$dir examples/producer demo $(DEMO_SECONDS) & pid=$$!; \
+	@dir=$$(mktemp -d /tmp/fipstop-demo.XXXXXX); pids=; \
+	trap 'for p in $$pids; do kill $$p 2>/dev/null || true; wait $$p 2>/dev/null || true; done; rm -rf "$$dir"' EXIT; \
+	echo "demo: examples/producer writes domain 'demo' in $$dir for $(DEMO_SECONDS) s; examples/consumer 'ips' drains it"; \
+	FIPS_SHM_DIR=$$dir examples/producer demo $(DEMO_SECONDS) & prod=$$!; pids="$$prod"; \
 	for _ in $$(seq 50); do \
-		[ -n "$$(ls -A "$$dir")" ] && break; \
-		kill -0 $$pid 2>/dev/null || { wait $$pid; echo "demo: producer exited early" >&2; exit 1; }; \
+		[ -e "$$dir/fips.demo" ] && break; \
+		kill -0 $$prod 2>/dev/null || { wait $$prod; echo "demo: producer exited early" >&2; exit 1; }; \
 		sleep 0.1; \
 	done; \
-	[ -n "$$(ls -A "$$dir")" ] || { echo "demo: producer created no domain in $$dir" >&2; exit 1; }; \
-	sleep 1; \
+	[ -e "$$dir/fips.demo" ] || { echo "demo: producer created no domain in $$dir" >&2; exit 1; }; \
+	FIPS_SHM_DIR=$$dir examples/consumer demo ips $$(( $(DEMO_SECONDS) + 1 )) >/dev/null & pids="$$pids $$!"; \
+	sleep 2; \
 	$(FIPSTOP) --shm-dir "$$dir" snapshot; \
-	wait $$pid; pid=
+	wait $$prod; pids="$${pids#$$prod }"
 
 # README command 2: set up, then the C tests (plain, TSan, ASan/UBSan) and pytest.
 test: setup

@@ -89,7 +89,6 @@ class build_ext(_build_ext):
             src = self._lib_source_dir()
             for out in self._lib_outputs():
                 mapping[out] = os.path.join(src, os.path.basename(out))
-            _replace_copy(os.path.join(out_dir, SHIM), os.path.join(src, SHIM))
             inc = self._include_source_dir()
             for out in self._header_outputs():
                 mapping[out] = os.path.join(inc, os.path.basename(out))

@@ -596,7 +596,12 @@ def iter_snapshots(
 
 
 def cflags() -> str:
-    return f"-I{PACKAGE_DIR / 'csrc'}"
+    # An installed package has include/ (the build copies fips.h there); a
+    # source tree also has csrc/, which is the same header.
+    inc = PACKAGE_DIR / "include"
+    if not (inc / "fips.h").exists():
+        inc = PACKAGE_DIR / "csrc"
+    return f"-I{inc}"
 
 
 def libs() -> str:
