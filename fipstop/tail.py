@@ -27,10 +27,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--domain", metavar="NAME", help="domain to follow (default: the only one in the shm dir)")
     p.add_argument("--consumer", metavar="NAME", help="consumer name (default: tail-PID); an existing name resumes")
     p.add_argument("-v", "--verbose", action="store_true", help="prefix each record with ring, seq and time")
-    p.add_argument("-n", "--count", type=int, default=0, help="exit after this many records")
+    p.add_argument("-n", "--count", type=_count, default=0, help="exit after this many records (0: never)")
     p.add_argument("--timeout", type=float, default=0.0, metavar="S", help="exit after S seconds")
     p.add_argument("--keep", action="store_true", help="stay registered on exit (resume later with --consumer)")
     p.set_defaults(func=run)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def pick_domain(name: str | None, shm_dir: str | None) -> str:
@@ -81,7 +91,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         while not stop:
             try:
-                batch = consumer.read(1024)
+                # With --count, never claim more than is left to print: the
+                # whole batch is released, and what --keep leaves for a later
+                # resume must not include records nobody printed.
+                want = min(1024, args.count - printed) if args.count else 1024
+                batch = consumer.read(want)
             except _fips.FipsError as exc:
                 raise FipsError(f"tail: {exc}") from None
             if batch is None:

@@ -15,13 +15,18 @@ _UNSAFE_CATEGORIES = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 
 def escape_text(text: str) -> str:
     """Control and other invisible characters (C0, DEL, C1, bidi overrides,
-    line separators, ...) become ``\\xNN`` / ``\\uNNNN``; a backslash stays a
-    backslash. Markup like ``[bold]`` is left as literal characters: callers
-    show the result as plain text, never as markup."""
+    line separators, ...) become ``\\xNN`` / ``\\uNNNN``, and a backslash is
+    doubled so that the literal text ``\\x1b`` cannot pass for an escaped ESC.
+    Markup like ``[bold]`` is left as literal characters: callers show the
+    result as plain text, never as markup."""
     out = []
     for ch in text:
         o = ord(ch)
-        if o < 0x20 or 0x7F <= o <= 0x9F:
+        if ch == "\\":
+            out.append("\\\\")
+        elif 0xDC80 <= o <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+            out.append(f"\\x{o - 0xDC00:02x}")
+        elif o < 0x20 or 0x7F <= o <= 0x9F:
             out.append(f"\\x{o:02x}")
         elif o > 0x7F and unicodedata.category(ch) in _UNSAFE_CATEGORIES:
             out.append(f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}")
@@ -34,5 +39,4 @@ def escape_bytes(data: bytes | bytearray | memoryview) -> str:
     """A record's payload as safe text: valid UTF-8 is kept (then escaped as
     above), every byte that is not becomes ``\\xNN``. Byte-exact data stays in
     the ring; only what is shown is escaped."""
-    text = bytes(data).decode("utf-8", errors="backslashreplace")
-    return escape_text(text)
+    return escape_text(bytes(data).decode("utf-8", errors="surrogateescape"))

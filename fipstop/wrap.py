@@ -97,15 +97,32 @@ def elf_kind(path: str) -> str:
         raise FipsError(f"{path}: {exc.strerror}") from None
 
 
+def file_capabilities(path: str) -> bytes | None:
+    """The raw ``security.capability`` xattr of path (file capabilities), or None."""
+    try:
+        return os.getxattr(path, "security.capability")
+    except OSError:
+        return None
+
+
 def check_preloadable(path: str) -> None:
-    """Raise FipsError when LD_PRELOAD cannot work for this executable."""
+    """Raise FipsError when LD_PRELOAD cannot work for this executable.
+
+    The kernel runs a program in secure-execution mode (AT_SECURE), where the
+    loader ignores LD_PRELOAD paths, when exec changes its credentials: a
+    set-uid file owned by someone other than our *real* uid, a set-gid file
+    of another group than our real gid, or (for a caller whose real uid is not
+    0) a file with capabilities."""
     st = os.stat(path)
-    euid, egid = os.geteuid(), os.getegid()
-    if st.st_mode & stat.S_ISUID and st.st_uid != euid:
+    uid, gid = os.getuid(), os.getgid()
+    if st.st_mode & stat.S_ISUID and st.st_uid != uid:
         raise FipsError(f"{path} is set-uid (owner uid {st.st_uid}): the dynamic loader ignores LD_PRELOAD for it; "
                         "run it as its owner or point its logging at a syslog socket instead")
-    if st.st_mode & stat.S_ISGID and st.st_gid != egid:
+    if st.st_mode & stat.S_ISGID and st.st_gid != gid:
         raise FipsError(f"{path} is set-gid (group {st.st_gid}): the dynamic loader ignores LD_PRELOAD for it")
+    if uid != 0 and file_capabilities(path) is not None:
+        raise FipsError(f"{path} has file capabilities (see getcap): the dynamic loader ignores LD_PRELOAD for it "
+                        "unless run by root")
     kind = elf_kind(path)
     if kind == "static":
         raise FipsError(f"{path} is statically linked: it has no syslog(3) the shim could replace")

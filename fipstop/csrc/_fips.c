@@ -650,12 +650,14 @@ static PyObject *
 producer_error(ProducerObject *self, int rc)
 {
     fips_state *st = state_of((PyObject *)self);
-    if (rc == -ENOSPC)
+    if (rc == -EMFILE)
         return raise_fips(st, rc, NULL,
                           "this thread already has rings in the maximum number of domains "
                           "(libfips keeps 4 per thread; close a Producer or its Domain from this thread)");
     if (rc == -FIPS_ENORING)
         return raise_fips(st, rc, NULL, "ring table full: no free ring slot for this thread (max_rings)");
+    if (rc == -ENOSPC)
+        return raise_fips(st, rc, NULL, "no space left in the shm dir to back a new ring");
     return raise_fips(st, rc, NULL, NULL);
 }
 

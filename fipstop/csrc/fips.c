@@ -500,6 +500,10 @@ static int create_file(const char *dir, const char *name, const char *path,
     if (fchmod(fd, o->mode) < 0) rc = -errno;               /* defeat the umask */
     if (!rc && o->gid >= 0 && fchown(fd, (uid_t)-1, (gid_t)o->gid) < 0) rc = -errno;
     if (!rc && ftruncate(fd, (off_t)l.file_size) < 0) rc = -errno;
+    /* Back the tables now and each ring when a producer takes it
+     * (ring_attach): a sparse file on a full tmpfs would SIGBUS the writer
+     * at its first store instead of failing here with ENOSPC. */
+    if (!rc) rc = -posix_fallocate(fd, 0, (off_t)l.data_off);
     struct fips_layout_header *h = NULL;
     if (!rc) {
         h = mmap(NULL, FIPS_HDR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -750,6 +754,10 @@ static int ring_attach(fips_domain *d, struct tls_ring *t)
                 if (!drained) continue;
             }
             uint32_t me = (uint32_t)getpid();
+            /* Back the ring's pages before writing any (see create_file). */
+            int fa = posix_fallocate(d->fd, (off_t)(d->hcopy.data_off + (uint64_t)r * d->cap),
+                                     (off_t)d->cap);
+            if (fa != 0) return -fa;
             if (pass < 2) {
                 uint32_t exp = st;
                 if (!atomic_compare_exchange_strong(A32(&ctl->state), &exp, FIPS_RING_ACTIVE)) continue;
@@ -809,7 +817,7 @@ static struct tls_ring *tls_ring_slow(fips_domain *d, int *err)
         pthread_setspecific(fips_tls_key, &fips_tls); /* arm the exit destructor */
         return t;
     }
-    *err = -ENOSPC;
+    *err = -EMFILE; /* this thread has rings in TLS_SLOTS domains already */
     return NULL;
 }
 
@@ -846,6 +854,13 @@ static inline uint64_t reserve(struct tls_ring *t, uint64_t head, uint64_t need,
          * the true floor (a minimum that includes it) cannot have either.
          * The full refresh (joins, closes, evictions) still runs once per
          * tick of the coarse clock (1-4 ms), and always in blocking mode. */
+        if (t->full_tries && t->slow_c < 0 && d->block_us == 0 &&
+            mono_coarse_ns() == t->refresh_coarse_ns) {
+            /* No consumer at the last refresh: records wait for the first
+             * one, and a consumer joining now starts at the floor anyway. */
+            t->full_tries++;
+            goto full;
+        }
         if (t->full_tries && t->slow_c >= 0 && d->block_us == 0 &&
             mono_coarse_ns() == t->refresh_coarse_ns) {
             struct fips_layout_pos *sp = &d->pos[(size_t)t->slow_c * d->max_rings + t->idx];
@@ -1218,7 +1233,9 @@ int fips_consumer_open(fips_consumer **out, fips_domain *d, const char *name)
     }
     /* 2. else a free or closed slot; 3. else an evicted one (its owner
      * would have to register again anyway): a crashed consumer that never
-     * comes back must not hold a slot forever. */
+     * comes back must not hold a slot forever.  (An entry left JOINING by a
+     * process killed during the join loop is not reclaimed: telling a dead
+     * joiner from a slow one would need the state and the pid in one CAS.) */
     for (int pass = 0; pass < 2; pass++)
         for (uint32_t i = 0; !rc && i < d->max_consumers && found < 0; i++) {
             struct fips_layout_consumer *e = &d->cons[i];

@@ -25,6 +25,12 @@
  *                        "drop": discard, counted in fips_syslog_dropped();
  *                        "create": create the domain, else pass through.
  *   FIPS_SYSLOG_BLOCK_US bounded blocking on a full ring (default 0: drop)
+ *
+ * %n never writes: a format holding it is rewritten first, also before it is
+ * passed through to the real syslog(3).  openlog/closelog/setlogmask and
+ * LOG_PERROR behave as glibc's (a NULL ident keeps the current one, facility
+ * 0 is LOG_KERN, the stderr copy is "IDENT[PID]: MESSAGE\n"); in "drop" mode
+ * the stderr copy is still written.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -39,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -103,24 +110,71 @@ EXPORT unsigned long long fips_syslog_dropped(void)
     return atomic_load(&shim_dropped);
 }
 
-static void real_vsyslog(int pri, const char *fmt, va_list ap)
+typedef void (*syslog_fn)(int, const char *, ...);
+
+/* The real syslog(3), for FIPS_SYSLOG_MISSING=passthrough (and create when
+ * creating failed).  It gets the defused format, never the caller's: glibc's
+ * vsyslog() would honour %n.  f == NULL (a format too long to defuse) logs
+ * the raw format text. */
+static void real_vlog(int pri, const char *f, const char *raw, va_list ap)
 {
-    static _Atomic(vsyslog_fn) fn;
-    vsyslog_fn f = atomic_load_explicit(&fn, memory_order_acquire);
-    if (!f) {
-        f = (vsyslog_fn)dlsym(RTLD_NEXT, "vsyslog");
-        atomic_store_explicit(&fn, f, memory_order_release);
+    static _Atomic(vsyslog_fn) vfn;
+    static _Atomic(syslog_fn) fn;
+    vsyslog_fn vf = atomic_load_explicit(&vfn, memory_order_acquire);
+    syslog_fn sf = atomic_load_explicit(&fn, memory_order_acquire);
+    if (!vf || !sf) {
+        vf = (vsyslog_fn)dlsym(RTLD_NEXT, "vsyslog");
+        sf = (syslog_fn)dlsym(RTLD_NEXT, "syslog");
+        atomic_store_explicit(&vfn, vf, memory_order_release);
+        atomic_store_explicit(&fn, sf, memory_order_release);
     }
-    if (f && shim_depth == 0) {
-        shim_depth++;
-        f(pri, fmt, ap);
-        shim_depth--;
-    }
+    if (shim_depth != 0) return;
+    shim_depth++;
+    if (f && vf) vf(pri, f, ap);
+    else if (!f && sf) sf(pri, "%s", raw);
+    shim_depth--;
 }
 
-/* Copy fmt with every %n conversion replaced by %.0s, which consumes the
- * same pointer argument and prints nothing: %n must never write memory on
- * behalf of a log message.  Returns fmt itself when it holds no %n. */
+/* Whether the calls go to the real syslog(3): no domain, and not "drop". */
+static int passthrough(void)
+{
+    return !shim_domain && shim_missing != MISSING_DROP;
+}
+
+/* Characters that may stand between '%' and the conversion letter: flags,
+ * width, precision, positional N$ and length modifiers (glibc's 'I' and 'q'
+ * included).  A table, not strspn(): glibc's strspn builds a 256-byte set on
+ * every call, which was a fifth of the cost of a syslog() call. */
+static const unsigned char spec_char[256] = {
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,
+    ['7'] = 1, ['8'] = 1, ['9'] = 1, ['$'] = 1, ['#'] = 1, ['-'] = 1, ['+'] = 1,
+    [' '] = 1, ['\''] = 1, ['.'] = 1, ['*'] = 1, ['I'] = 1, ['h'] = 1, ['l'] = 1,
+    ['L'] = 1, ['q'] = 1, ['j'] = 1, ['z'] = 1, ['t'] = 1,
+};
+
+static inline size_t spec_span(const char *p)
+{
+    size_t k = 0;
+    while (spec_char[(unsigned char)p[k]]) k++;
+    return k;
+}
+
+static inline size_t digit_span(const char *p)
+{
+    size_t k = 0;
+    while (p[k] >= '0' && p[k] <= '9') k++;
+    return k;
+}
+
+/* Copy fmt with every %n conversion replaced by conversions that consume the
+ * same arguments and print nothing: %n must never write memory on behalf of
+ * a log message (the caller's format may even hold more conversions than
+ * arguments).  "%.0s" consumes one pointer-sized argument without reading
+ * through it; a '*' width or precision of the %n consumes one more each, so
+ * later conversions still get their own arguments; a positional "%N$n"
+ * becomes "%N$.0s".  Returns fmt itself when it holds no %n, out when it
+ * was rewritten, NULL when it is too long to rewrite (the caller then logs
+ * the raw format text, with no conversion at all). */
 static const char *defuse_percent_n(const char *fmt, char *out, size_t outlen)
 {
     const char *p = fmt;
@@ -128,32 +182,100 @@ static const char *defuse_percent_n(const char *fmt, char *out, size_t outlen)
     while ((p = strchr(p, '%')) != NULL) {
         p++;
         if (*p == '%') { p++; continue; }
-        p += strspn(p, "0123456789$#-+ '.*Ihlqjzt");
+        p += spec_span(p);
         if (*p == 'n') { has_n = 1; break; }
         if (*p) p++;
     }
     if (!has_n) return fmt;
     size_t o = 0;
-    for (p = fmt; *p && o + 8 < outlen;) {
+    for (p = fmt; *p;) {
+        if (o + 1 >= outlen) return NULL;
         if (*p != '%') { out[o++] = *p++; continue; }
         const char *s = p++;
-        if (*p == '%') { out[o++] = '%'; out[o++] = '%'; p++; continue; }
-        size_t k = strspn(p, "0123456789$#-+ '.*Ihlqjzt");
-        if (p[k] == 'n') {
-            memcpy(out + o, "%.0s", 4);
-            o += 4;
-            p += k + 1;
+        if (*p == '%') {
+            if (o + 2 >= outlen) return NULL;
+            out[o++] = '%'; out[o++] = '%'; p++;
             continue;
         }
-        size_t n = (size_t)(p + k - s) + (p[k] ? 1 : 0);
-        if (o + n + 8 >= outlen) break;
-        memcpy(out + o, s, n);
-        o += n;
-        p = s + n;
+        size_t k = spec_span(p);
+        if (p[k] != 'n') {
+            size_t len = (size_t)(p + k - s) + (p[k] ? 1 : 0);
+            if (o + len >= outlen) return NULL;
+            memcpy(out + o, s, len);
+            o += len;
+            p = s + len;
+            continue;
+        }
+        /* A %n spec: one "%[N$].0s" per argument it would consume. */
+        const char *q = p, *end = p + k;
+        size_t digits = digit_span(q);
+        int positional = digits > 0 && q[digits] == '$';
+        if (positional) q += digits + 1;
+        for (; q < end; q++) {
+            if (*q != '*') continue;
+            size_t dd = digit_span(q + 1);
+            int star_pos = dd > 0 && q[1 + dd] == '$';
+            size_t need = star_pos ? 5 + dd : 4;
+            if (o + need >= outlen) return NULL;
+            out[o++] = '%';
+            if (star_pos) { memcpy(out + o, q + 1, dd + 1); o += dd + 1; q += dd + 1; }
+            memcpy(out + o, ".0s", 3); o += 3;
+        }
+        size_t need = positional ? 5 + digits : 4;
+        if (o + need >= outlen) return NULL;
+        out[o++] = '%';
+        if (positional) { memcpy(out + o, p, digits + 1); o += digits + 1; }
+        memcpy(out + o, ".0s", 3); o += 3;
+        p = end + 1;
     }
-    if (*p) return NULL; /* too long to defuse: caller logs the raw format */
     out[o] = 0;
     return out;
+}
+
+/* Decimal digits of v (>= 0) at b; returns how many. */
+static inline int put_uint(char *b, unsigned v)
+{
+    char t[12];
+    int k = 0;
+    do { t[k++] = (char)('0' + v % 10); v /= 10; } while (v);
+    for (int i = 0; i < k; i++) b[i] = t[k - 1 - i];
+    return k;
+}
+
+/* "<PRI>IDENT[PID]: " (pid < 0: no "[PID]") at b, as snprintf would write
+ * it but without a printf pass; an ident is cut to fit SHIM_BUF/2. */
+static int put_header(char *b, int pri, const char *ident, int pid)
+{
+    int n = 0;
+    b[n++] = '<';
+    n += put_uint(b + n, (unsigned)pri);
+    b[n++] = '>';
+    size_t il = strnlen(ident, SHIM_BUF / 2);
+    memcpy(b + n, ident, il);
+    n += (int)il;
+    if (pid >= 0) {
+        b[n++] = '[';
+        n += put_uint(b + n, (unsigned)pid);
+        b[n++] = ']';
+    }
+    b[n++] = ':';
+    b[n++] = ' ';
+    b[n] = 0;
+    return n;
+}
+
+/* glibc's LOG_PERROR copy: "IDENT[PID]: MESSAGE\n" (no second newline when
+ * the message ends with one), in one write. */
+static void perror_copy(const char *b, size_t len)
+{
+    const char *tag = memchr(b, '>', len);
+    size_t off = tag ? (size_t)(tag - b) + 1 : 0;
+    struct iovec iov[2] = {
+        { (void *)(b + off), len - off },
+        { (void *)"\n", (len > off && b[len - 1] == '\n') ? 0 : 1 },
+    };
+    ssize_t w = writev(STDERR_FILENO, iov, 2);
+    (void)w;
 }
 
 static void shim_vlog(int pri, const char *fmt, va_list ap)
@@ -166,27 +288,29 @@ static void shim_vlog(int pri, const char *fmt, va_list ap)
         return;
     }
     if ((pri & LOG_FACMASK) == 0) pri |= atomic_load_explicit(&shim_facility, memory_order_relaxed);
+    if (!fmt) fmt = "(null)";
+    char fmtbuf[FMT_BUF];
+    const char *f = defuse_percent_n(fmt, fmtbuf, sizeof fmtbuf);
+    int opt = atomic_load_explicit(&shim_option, memory_order_relaxed);
     if (!shim_domain) {
-        errno = saved_errno;
-        if (shim_missing == MISSING_DROP) atomic_fetch_add(&shim_dropped, 1);
-        else real_vsyslog(pri, fmt, ap);
-        errno = saved_errno;
-        return;
+        if (shim_missing != MISSING_DROP) {
+            errno = saved_errno;
+            real_vlog(pri, f, fmt, ap);
+            errno = saved_errno;
+            return;
+        }
+        atomic_fetch_add_explicit(&shim_dropped, 1, memory_order_relaxed);
+        if (!(opt & LOG_PERROR)) {
+            errno = saved_errno;
+            return;
+        }
+        /* dropped, but the stderr copy the program asked for is still made */
     }
     const char *ident = atomic_load_explicit(&shim_ident, memory_order_relaxed);
     if (!ident) ident = program_invocation_short_name;
-    int opt = atomic_load_explicit(&shim_option, memory_order_relaxed);
     char *b = shim_buf;
-    int n;
-    if (opt & LOG_PID)
-        n = snprintf(b, SHIM_BUF, "<%d>%s[%d]: ", pri, ident,
-                     atomic_load_explicit(&shim_pid, memory_order_relaxed));
-    else
-        n = snprintf(b, SHIM_BUF, "<%d>%s: ", pri, ident);
-    if (n < 0) n = 0;
-    if (n >= SHIM_BUF) n = SHIM_BUF - 1;
-    char fmtbuf[FMT_BUF];
-    const char *f = defuse_percent_n(fmt ? fmt : "(null)", fmtbuf, sizeof fmtbuf);
+    int n = put_header(b, pri, ident, (opt & LOG_PID)
+                       ? atomic_load_explicit(&shim_pid, memory_order_relaxed) : -1);
     size_t total;
     errno = saved_errno;
     if (f) {
@@ -196,32 +320,36 @@ static void shim_vlog(int pri, const char *fmt, va_list ap)
         int m = snprintf(b + n, SHIM_BUF - (size_t)n, "%s", fmt);
         total = (size_t)n + (m > 0 ? (size_t)m : 0);
     }
-    /* vsnprintf reports the untruncated length: pass it on so that a
-     * message longer than the buffer is flagged and counted as truncated. */
+    /* vsnprintf reports the untruncated length. */
     size_t have = total < SHIM_BUF - 1 ? total : SHIM_BUF - 1;
-    const struct fips_layout_header *h = fips_domain_header(shim_domain);
-    if (total > have && have <= h->max_record) {
-        /* longer than our buffer but the ring would take more: still cut */
-        fips_log_trunc(shim_domain, b, h->max_record + 1u > have ? have : h->max_record, 0);
-    } else {
-        fips_log_trunc(shim_domain, b, have, 0);
+    if (shim_domain) {
+        uint32_t max_record = fips_domain_header(shim_domain)->max_record;
+        if (total > have && have <= max_record) {
+            /* Longer than this buffer though the ring would take it whole:
+             * the record is cut here, so flag and count it ourselves
+             * (fips_log_trunc only flags what exceeds max_record). */
+            fips_slot slot;
+            if (fips_claim(shim_domain, (uint32_t)have, &slot) == 0) {
+                memcpy(slot.data, b, have);
+                fips_commit(shim_domain, &slot, (uint32_t)have, FIPS_REC_TRUNC, 0);
+            }
+        } else {
+            fips_log_trunc(shim_domain, b, have, 0);
+        }
     }
-    if (opt & LOG_PERROR) {
-        ssize_t w = write(STDERR_FILENO, b + n, have - (size_t)n);
-        (void)w;
-        w = write(STDERR_FILENO, "\n", 1);
-        (void)w;
-    }
+    if (opt & LOG_PERROR) perror_copy(b, have);
     errno = saved_errno;
 }
 
 EXPORT void openlog(const char *ident, int option, int facility)
 {
     pthread_once(&shim_once, shim_init);
-    atomic_store(&shim_ident, ident);
+    /* As glibc: a NULL ident keeps the current one; any facility value
+     * within LOG_FACMASK (LOG_KERN = 0 included) becomes the default. */
+    if (ident) atomic_store(&shim_ident, ident);
     atomic_store(&shim_option, option);
-    if (facility != 0 && (facility & ~LOG_FACMASK) == 0) atomic_store(&shim_facility, facility);
-    if (!shim_domain && shim_missing == MISSING_PASSTHROUGH) {
+    if ((facility & ~LOG_FACMASK) == 0) atomic_store(&shim_facility, facility);
+    if (passthrough()) {
         openlog_fn f = (openlog_fn)dlsym(RTLD_NEXT, "openlog");
         if (f) f(ident, option, facility);
     }
@@ -229,8 +357,9 @@ EXPORT void openlog(const char *ident, int option, int facility)
 
 EXPORT void closelog(void)
 {
+    pthread_once(&shim_once, shim_init);
     atomic_store(&shim_ident, NULL);
-    if (!shim_domain && shim_missing == MISSING_PASSTHROUGH) {
+    if (passthrough()) {
         closelog_fn f = (closelog_fn)dlsym(RTLD_NEXT, "closelog");
         if (f) f();
     }
@@ -238,9 +367,10 @@ EXPORT void closelog(void)
 
 EXPORT int setlogmask(int mask)
 {
+    pthread_once(&shim_once, shim_init);
     int old = atomic_load(&shim_mask);
     if (mask != 0) atomic_store(&shim_mask, mask);
-    if (!shim_domain && shim_missing == MISSING_PASSTHROUGH) {
+    if (passthrough()) {
         int (*f)(int) = (int (*)(int))dlsym(RTLD_NEXT, "setlogmask");
         if (f) f(mask);
     }
