@@ -14,7 +14,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 # --- Debian packages ------------------------------------------------------
-DEB_PACKAGES=(build-essential python3 python3-venv python3-dev rsyslog tmux)
+DEB_PACKAGES=(build-essential python3 python3-venv python3-dev rsyslog tmux bind9 bind9-utils bind9-dnsutils dnsperf)
 
 missing=()
 for pkg in "${DEB_PACKAGES[@]}"; do

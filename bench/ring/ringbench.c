@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -107,6 +108,41 @@ static void die(const char *fmt, ...)
     printf("\"}\n");
     fflush(stdout);
     exit(3);
+}
+
+/* CPU time, run-queue wait and involuntary context switches of the calling
+ * thread (or process): how much of the wall time it ran, how long it was
+ * runnable but another task had its CPU (schedstat run_delay), and how often
+ * it was preempted.  A shared machine's other work shows up in the wait; a
+ * thread blocked in send(2) shows up in neither. */
+struct cpu_use {
+    uint64_t cpu_ns;
+    uint64_t wait_ns; /* run_delay; UINT64_MAX if unknown */
+    long invol;
+};
+
+static struct cpu_use cpu_use(int who)
+{
+    struct rusage ru;
+    struct cpu_use u = {0, UINT64_MAX, 0};
+    if (getrusage(who, &ru) == 0) {
+        u.cpu_ns = (uint64_t)ru.ru_utime.tv_sec * 1000000000ull + (uint64_t)ru.ru_utime.tv_usec * 1000ull +
+                   (uint64_t)ru.ru_stime.tv_sec * 1000000000ull + (uint64_t)ru.ru_stime.tv_usec * 1000ull;
+        u.invol = ru.ru_nivcsw;
+    }
+    FILE *f = fopen(who == RUSAGE_THREAD ? "/proc/thread-self/schedstat" : "/proc/self/schedstat", "r");
+    if (f) {
+        unsigned long long run, wait;
+        if (fscanf(f, "%llu %llu", &run, &wait) == 2) u.wait_ns = wait;
+        fclose(f);
+    }
+    return u;
+}
+
+static double wait_share(struct cpu_use a, struct cpu_use b, uint64_t wall)
+{
+    if (a.wait_ns == UINT64_MAX || b.wait_ns == UINT64_MAX || !wall) return -1.0;
+    return (double)(b.wait_ns - a.wait_ns) / (double)wall;
 }
 
 static int pin_cpu(int cpu)
@@ -465,6 +501,7 @@ static int do_produce(const struct opts *o)
     uint64_t seq = 0;
     const uint64_t dur_ns = (uint64_t)(o->duration * 1e9);
 
+    const struct cpu_use u_start = cpu_use(RUSAGE_THREAD);
     const uint64_t t_start = mono_ns();
     const uint64_t t_end = t_start + dur_ns;
     uint64_t t0 = t_start, t1 = t_start;
@@ -565,6 +602,7 @@ static int do_produce(const struct opts *o)
     }
     }
     const uint64_t elapsed = t1 - t_start;
+    const struct cpu_use u_end = cpu_use(RUSAGE_THREAD);
 
     /* report (untimed) ---------------------------------------------------- */
     fips_ring_stat rs;
@@ -579,6 +617,7 @@ static int do_produce(const struct opts *o)
            "\"errors\": %llu, \"eagain\": %llu, \"last_error\": %d, "
            "\"lat_batch\": %u, \"lat_samples\": %zu, "
            "\"ns_p50\": %.3f, \"ns_p99\": %.3f, \"ns_p999\": %.3f, \"ns_max\": %.3f, "
+           "\"cpu_share\": %.4f, \"runq_wait_share\": %.4f, \"invol_csw\": %ld, "
            "\"pinned_cpu\": %d, \"pin_ok\": %s",
            k, size, (unsigned long long)elapsed,
            (unsigned long long)attempted, (unsigned long long)accepted,
@@ -586,6 +625,8 @@ static int do_produce(const struct opts *o)
            (unsigned long long)eagain, last_err, nb, lat.n,
            pct(lat.v, lat.n, 0.50), pct(lat.v, lat.n, 0.99),
            pct(lat.v, lat.n, 0.999), lat.n ? lat.v[lat.n - 1] : -1.0,
+           elapsed ? (double)(u_end.cpu_ns - u_start.cpu_ns) / (double)elapsed : 0.0,
+           wait_share(u_start, u_end, elapsed), u_end.invol - u_start.invol,
            o->cpu, (o->cpu < 0 || pin_rc == 0) ? "true" : "false");
     if (syslog_how) printf(", \"syslog_how\": \"%s\"", syslog_how);
     if (have_rs)
@@ -624,6 +665,8 @@ static int do_consume(const struct opts *o)
     if (rc) die("fips_consumer_open %s: %s", o->name, fips_strerror(rc));
     printf("ready\n");
     fflush(stdout);
+    const struct cpu_use u_start = cpu_use(RUSAGE_SELF);
+    const uint64_t w_start = mono_ns();
 
     uint64_t records = 0, batches = 0, bytes = 0, lost = 0, empty = 0, waits = 0;
     const uint64_t backoff_ns = (uint64_t)(o->backoff_us * 1000.0);
@@ -675,14 +718,19 @@ static int do_consume(const struct opts *o)
         if (errors > 1000) break;
         if (draining && mono_ns() > drain_deadline) break;
     }
+    const struct cpu_use u_end = cpu_use(RUSAGE_SELF);
+    const uint64_t w_end = mono_ns();
     printf("{\"role\": \"consume\", \"records\": %llu, \"batches\": %llu, "
            "\"bytes\": %llu, \"lost\": %llu, \"errors\": %llu, "
            "\"evicted\": %s, \"last_error\": %d, \"backoff_us\": %g, \"min_batch\": %u, "
-           "\"backoff_waits\": %llu, \"pinned_cpu\": %d, \"pin_ok\": %s}\n",
+           "\"backoff_waits\": %llu, \"cpu_share\": %.4f, \"runq_wait_share\": %.4f, \"invol_csw\": %ld, "
+           "\"pinned_cpu\": %d, \"pin_ok\": %s}\n",
            (unsigned long long)records, (unsigned long long)batches,
            (unsigned long long)bytes, (unsigned long long)lost,
            (unsigned long long)errors, evicted ? "true" : "false", last_err,
            o->backoff_us, o->min_batch, (unsigned long long)waits,
+           w_end > w_start ? (double)(u_end.cpu_ns - u_start.cpu_ns) / (double)(w_end - w_start) : 0.0,
+           wait_share(u_start, u_end, w_end - w_start), u_end.invol - u_start.invol,
            o->cpu, (o->cpu < 0 || pin_rc == 0) ? "true" : "false");
     fflush(stdout);
     fips_consumer_close(c);

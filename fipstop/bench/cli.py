@@ -1,8 +1,9 @@
 """``fipstop bench``: run the shipped benchmarks.
 
 ``fipstop bench ring [--json] [--quick] [--out PATH]`` calls
-``fipstop.bench.ring.main(args)``; that module is imported only when the
-command runs.
+``fipstop.bench.ring.main(args)``; ``fipstop bench bind [--json] [--quick]
+[--seconds S] [--out PATH]`` calls ``fipstop.bench.bind.main(args)``. Each
+module is imported only when its command runs.
 """
 
 from __future__ import annotations
@@ -31,6 +32,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ring.add_argument("--out", metavar="PATH", help="also write the JSON result to PATH")
     ring.set_defaults(func=run_ring)
 
+    bind = kinds.add_parser(
+        "bind",
+        help="BIND 9 under dnsperf: no logging vs file vs syslog vs the fips shim",
+        description="Run dnsperf against named on loopback once per query-logging mode, side by side, "
+        "and report queries/s as ratios to no logging and log lines recorded vs queries answered.",
+    )
+    bind.add_argument("--json", action="store_true", help="print the result as JSON")
+    bind.add_argument("--quick", action="store_true", help="short run: 3 s per mode, one round")
+    bind.add_argument("--seconds", type=float, metavar="S", help="seconds of load per mode (default 10; 3 with --quick)")
+    bind.add_argument("--rounds", type=int, metavar="N", help="rounds over all modes (default 3; 1 with --quick)")
+    bind.add_argument("--modes", metavar="M,M", help="modes to run (default none,file,syslog,fips,fips_nocons; "
+                      "also fips_tail)")
+    bind.add_argument("--out", metavar="PATH", help="write the JSON result to PATH (default bench/results/)")
+    bind.add_argument("--keep", action="store_true", help="keep the temp dirs (configs, logs) for inspection")
+    bind.set_defaults(func=run_bind)
+
 
 def _load(module: str, what: str):
     try:
@@ -47,3 +64,7 @@ def _load(module: str, what: str):
 
 def run_ring(args: argparse.Namespace) -> int | None:
     return _load("fipstop.bench.ring", "bench ring").main(args)
+
+
+def run_bind(args: argparse.Namespace) -> int | None:
+    return _load("fipstop.bench.bind", "bench bind").main(args)

@@ -80,6 +80,7 @@ TARGET_SIZE = 128
 DEFAULT_REPS = 3  # rounds over all cases (1 with --quick); each cell reports its median round
 CONSUMER_BACKOFF_US = 20.0  # consumer busy-waits this long after a read of < CONSUMER_MIN_BATCH records
 CONSUMER_MIN_BATCH = 64
+DISTURBED_WAIT = 0.05  # a round whose producer/consumer waited runnable longer than this share was disturbed
 
 LATENCY_METHOD = (
     "per-record ns = wall time (CLOCK_MONOTONIC, read once per batch) of a batch of "
@@ -123,6 +124,11 @@ class CaseResult:
     pinned: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
     reps: list[dict[str, Any]] = field(default_factory=list)  # every round: records_per_s, p50, drops
+    # share of the run's wall time the producer thread (and the consumer process) ran on a CPU and
+    # waited runnable on a run queue (schedstat run_delay: another task had its CPU), and involuntary
+    # context switches
+    cpu_share: dict[str, Any] = field(default_factory=dict)
+    disturbed: bool | None = None  # producer or consumer waited runnable > DISTURBED_WAIT of the time
 
 
 @dataclass(frozen=True)
@@ -378,10 +384,22 @@ def _pin_preexec(cpu: int | None, nice: int = 0):
         try:
             if cpu is not None:
                 os.sched_setaffinity(0, {cpu})
-            if nice:
-                os.setpriority(os.PRIO_PROCESS, 0, nice)
         except OSError:
             pass
+        if nice:
+            # With autogroup scheduling (kernel.sched_autogroup_enabled=1) a task's nice value weighs only
+            # against tasks of its own session: the CPU is shared per session. A new session gets a new
+            # autogroup, whose nice is set through /proc/self/autogroup.
+            try:
+                os.setsid()
+                with open("/proc/self/autogroup", "w", encoding="ascii") as f:
+                    f.write(str(nice))
+            except OSError:
+                pass
+            try:
+                os.setpriority(os.PRIO_PROCESS, 0, nice)
+            except OSError:
+                pass
 
     return _pin
 
@@ -526,9 +544,21 @@ class Bench:
         pinned: dict[str, Any],
         notes: str = "",
         accepted: int | None = None,
+        consumer: dict[str, Any] | None = None,
     ) -> CaseResult:
         elapsed = float(p["elapsed_ns"]) / 1e9
         acc = int(p["accepted"]) if accepted is None else accepted
+        share: dict[str, Any] = {}
+        waits: list[float] = []
+        for who, src in (("producer", p), ("consumer", consumer or {})):
+            if src.get("cpu_share") is not None:
+                share[who] = round(float(src["cpu_share"]), 4)
+                share[f"{who}_invol_csw"] = src.get("invol_csw")
+            w = src.get("runq_wait_share")
+            if w is not None and w >= 0:
+                share[f"{who}_runq_wait"] = round(float(w), 4)
+                waits.append(float(w))
+        disturbed = (max(waits) > DISTURBED_WAIT) if waits else None
         return CaseResult(
             case=case,
             size_bytes=size,
@@ -544,6 +574,8 @@ class Bench:
             elapsed_s=elapsed,
             pinned=pinned,
             notes=notes,
+            cpu_share=share,
+            disturbed=disturbed,
         )
 
     def run_none(self, size: int) -> CaseResult:
@@ -667,6 +699,7 @@ class Bench:
             drops=drops,
             drop_detail=detail,
             accepted=accepted,
+            consumer=c,
             pinned={
                 "producer_cpu": p.get("pinned_cpu"),
                 "consumer_cpu": c.get("pinned_cpu") if c else None,
@@ -1073,6 +1106,8 @@ class Bench:
                     {
                         "pair": i,
                         "monitor": with_mon,
+                        "disturbed": r.disturbed,
+                        "cpu_share": r.cpu_share,
                         "records_per_s": r.records_per_s,
                         "attempted_per_s": r.attempted_per_s,
                         "drops": r.drops,
@@ -1080,14 +1115,21 @@ class Bench:
                     }
                 )
             ratios.append(pair[True] / pair[False])
-        a = [r["records_per_s"] for r in runs if not r["monitor"]]
-        b = [r["records_per_s"] for r in runs if r["monitor"]]
-        med = statistics.median(ratios)
+        calm_pairs = [
+            i for i in range(self.ab_pairs) if not any(r["disturbed"] for r in runs if r["pair"] == i)
+        ]
+        use = calm_pairs or list(range(self.ab_pairs))
+        a = [r["records_per_s"] for r in runs if not r["monitor"] and r["pair"] in use]
+        b = [r["records_per_s"] for r in runs if r["monitor"] and r["pair"] in use]
+        med = statistics.median([ratios[i] for i in use])
         res.update(
             {
                 "status": "ok",
                 "runs": runs,
                 "pair_ratios": ratios,
+                "pairs_used": use,
+                "pairs_used_note": "pairs where neither run was disturbed (producer and consumer waited "
+                f"runnable <= {DISTURBED_WAIT:g} of the wall time); all pairs when none was",
                 "ratio_median": med,
                 "ratio_pooled": (sum(b) / len(b)) / (sum(a) / len(a)),
                 "attempted_ratio_median": statistics.median(
@@ -1095,11 +1137,11 @@ class Bench:
                         wb["attempted_per_s"] / wa["attempted_per_s"]
                         for wa in runs
                         for wb in runs
-                        if wa["pair"] == wb["pair"] and not wa["monitor"] and wb["monitor"]
+                        if wa["pair"] == wb["pair"] and wa["pair"] in use and not wa["monitor"] and wb["monitor"]
                     ]
                 ),
                 "change_pct": (med - 1.0) * 100.0,
-                "spread_pct": (max(ratios) - min(ratios)) * 100.0,
+                "spread_pct": (max(ratios[i] for i in use) - min(ratios[i] for i in use)) * 100.0,
             }
         )
         return res
@@ -1247,19 +1289,30 @@ def _median_rep(runs: list[CaseResult]) -> CaseResult:
     ok = [r for r in runs if r.status == "ok" and r.records_per_s]
     if not ok:
         return runs[-1]
-    ok.sort(key=lambda r: r.records_per_s or 0.0)
-    med = ok[(len(ok) - 1) // 2]
+    calm = [r for r in ok if not r.disturbed]
+    pool = calm or ok
+    pool.sort(key=lambda r: r.records_per_s or 0.0)
+    med = pool[(len(pool) - 1) // 2]
     summary = [
         {
             "records_per_s": r.records_per_s,
             "ns_per_record_p50": r.ns_per_record_p50,
             "ns_per_record_p99": r.ns_per_record_p99,
             "drops": r.drops,
+            "cpu_share": r.cpu_share,
+            "disturbed": r.disturbed,
             "status": r.status,
         }
         for r in runs
     ]
     notes = med.notes
+    if len(runs) > 1:
+        how = (
+            f"median of the {len(calm)} undisturbed rounds" if calm and len(calm) < len(ok)
+            else "median round" if calm
+            else f"all {len(ok)} rounds disturbed (another process took the CPU): median of all"
+        )
+        notes = (notes + "; " if notes else "") + how
     failed = [r for r in runs if r.status != "ok"]
     if failed:
         notes = (notes + "; " if notes else "") + f"{len(failed)} of {len(runs)} rounds failed: {failed[0].skip_reason}"
@@ -1434,7 +1487,7 @@ def render_table(doc: dict[str, Any]) -> str:
                 _fmt(r["ns_per_record_p50"], ".1f"),
                 _fmt(r["ns_per_record_p99"], ".1f"),
                 str(r["drops"]),
-                "",
+                _disturbed_note(r),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
@@ -1482,6 +1535,18 @@ def render_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _disturbed_note(r: dict[str, Any]) -> str:
+    if not r.get("disturbed"):
+        return ""
+    share = r.get("cpu_share") or {}
+    parts = [
+        f"{k} waited for its CPU {share[k + '_runq_wait'] * 100:.0f} %"
+        for k in ("producer", "consumer")
+        if k + "_runq_wait" in share
+    ]
+    return "disturbed: " + ", ".join(parts) + " of the time"
+
+
 def _fmt_target(x: float, unit: str) -> str:
     if unit == "records/s":
         return _fmt_rate(x) + "/s"
@@ -1507,13 +1572,19 @@ def _to_json(obj: Any) -> Any:
 
 
 def _command_line(argv0: str | None = None) -> str:
+    """The command as typed, with the bench's environment overrides in front."""
+    env = [f"{k}={os.environ[k]}" for k in (ENV_DURATION, ENV_NICE) if os.environ.get(k)]
+    return shlex.join(env + _argv(argv0)) if env else shlex.join(_argv(argv0))
+
+
+def _argv(argv0: str | None) -> list[str]:
     py = Path(sys.executable).name
     if argv0 == "-m":
-        return shlex.join([py, "-m", "fipstop.bench.ring", *sys.argv[1:]])
+        return [py, "-m", "fipstop.bench.ring", *sys.argv[1:]]
     a0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("fipstop")
     if a0.name == "__main__.py" and a0.parent.name == "fipstop":
-        return shlex.join([py, "-m", "fipstop", *sys.argv[1:]])
-    return shlex.join([a0.name, *sys.argv[1:]])
+        return [py, "-m", "fipstop", *sys.argv[1:]]
+    return [a0.name, *sys.argv[1:]]
 
 
 # --------------------------------------------------------------------------- #
@@ -1598,6 +1669,15 @@ def _py_produce(ns: argparse.Namespace) -> int:
     app = lat.append
     attempted = accepted = 0
     gc.disable()
+    try:
+        import resource
+
+        who = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+        ru0 = resource.getrusage(who)
+    except (ImportError, OSError):
+        resource = None  # type: ignore[assignment]
+        ru0 = None
+    wait0 = _runq_wait_ns()
     if case == "fips_python_batch":
         recs = [_record_bytes(size, i) for i in range(LOG_BATCH)]
         fn(recs[:1])  # creates the ring outside the timed loop
@@ -1632,6 +1712,15 @@ def _py_produce(ns: argparse.Namespace) -> int:
             t0 = t1
         attempted += 1
     elapsed = t1 - start
+    cpu_share = invol = wait_share = None
+    wait1 = _runq_wait_ns()
+    if wait0 is not None and wait1 is not None and elapsed:
+        wait_share = (wait1 - wait0) / elapsed
+    if resource is not None and ru0 is not None:
+        ru1 = resource.getrusage(who)
+        cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+        cpu_share = cpu_s / (elapsed / 1e9) if elapsed else None
+        invol = ru1.ru_nivcsw - ru0.ru_nivcsw
     gc.enable()
     per_rec = sorted(x / per for x in lat)
     out: dict[str, Any] = {
@@ -1648,6 +1737,9 @@ def _py_produce(ns: argparse.Namespace) -> int:
         "ns_p50": _pct(per_rec, 0.5),
         "ns_p99": _pct(per_rec, 0.99),
         "pinned_cpu": pinned,
+        "cpu_share": cpu_share,
+        "runq_wait_share": wait_share,
+        "invol_csw": invol,
     }
     if case != "none_python":
         out["note"] = "one untimed warm-up record created the ring and is included in the counts"
@@ -1663,6 +1755,15 @@ def _py_produce(ns: argparse.Namespace) -> int:
                 pass
     print(json.dumps(out), flush=True)
     return 0
+
+
+def _runq_wait_ns() -> int | None:
+    """schedstat run_delay of the calling thread: ns spent runnable while another task had the CPU."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _py_ring_stats(ns: argparse.Namespace) -> dict[str, Any] | None:
