@@ -281,6 +281,12 @@ def build_harness(cache_dir: Path | None = None) -> tuple[Path | None, str | Non
             continue
         info["binary"] = str(binary)
         info["cached"] = False
+        for old in d.glob("ringbench-*"):  # builds of older sources
+            if old != binary:
+                try:
+                    old.unlink()
+                except OSError:
+                    pass
         return binary, None, info
     return None, last_err, info
 
@@ -990,79 +996,27 @@ class Bench:
         return res
 
     def _py_snapshot(self, dom: str) -> dict[str, Any]:
+        """Monitor.snapshot() timed in a child process (pinned and niced like the C side)."""
         if self.py_reason:
             return {"status": "skipped", "skip_reason": self.py_reason}
-        try:
-            from fipstop import _fips
-
-            mon = _fips.Monitor(dom, str(self.shm_dir))
-            snap = mon.snapshot
-            for _ in range(5):
-                snap()
-            lat: list[float] = []
-            was = gc.isenabled()
-            gc.disable()
-            try:
-                for _ in range(self.snap_iters):
-                    t0 = time.perf_counter_ns()
-                    s = snap()
-                    t1 = time.perf_counter_ns()
-                    lat.append((t1 - t0) / 1000.0)
-                    del s
-            finally:
-                if was:
-                    gc.enable()
-            last = snap()
-            wrapped = self._py_wrapped_snapshot(mon)
-            close = getattr(mon, "close", None)
-            if callable(close):
-                close()
-        except Exception as exc:
-            return {"status": "error", "skip_reason": f"{type(exc).__name__}: {exc}"}
-        lat.sort()
-        out: dict[str, Any] = {
-            "status": "ok",
-            "call": "fipstop._fips.Monitor.snapshot() (binding: C fips_monitor_snapshot into bytes objects)",
-            "iters": len(lat),
-            "us_p50": _pct(lat, 0.5),
-            "us_p99": _pct(lat, 0.99),
-            "us_min": lat[0],
-            "us_max": lat[-1],
-        }
-        try:
-            out["active_rings"] = sum(1 for r in _ring_rows(_fips, last) if r.get("state") == 1)
-        except Exception:
-            pass
-        if wrapped:
-            out["wrapped"] = wrapped
+        argv = [
+            sys.executable,
+            "-m",
+            "fipstop.bench.ring",
+            "_pysnap",
+            "--shm-dir",
+            str(self.shm_dir),
+            "--domain",
+            dom,
+            "--iters",
+            str(self.snap_iters),
+        ]
+        if self.prod_cpu is not None:
+            argv += ["--cpu", str(self.prod_cpu)]
+        out, why = _run(argv, 120, env=self._py_env(), preexec=self._preexec())
+        if out is None:
+            return {"status": "error", "skip_reason": why}
         return out
-
-    def _py_wrapped_snapshot(self, mon: Any) -> dict[str, Any] | None:
-        """fipstop.ring.take_snapshot (numpy views, what the dashboard uses), when importable."""
-        try:
-            from fipstop import ring as fring
-
-            take = fring.take_snapshot
-        except Exception:
-            return None
-        try:
-            for _ in range(3):
-                take(mon)
-            lat: list[float] = []
-            for _ in range(max(10, self.snap_iters // 4)):
-                t0 = time.perf_counter_ns()
-                take(mon)
-                lat.append((time.perf_counter_ns() - t0) / 1000.0)
-        except Exception as exc:
-            return {"status": "error", "skip_reason": f"{type(exc).__name__}: {exc}"}
-        lat.sort()
-        return {
-            "status": "ok",
-            "call": "fipstop.ring.take_snapshot(monitor)",
-            "iters": len(lat),
-            "us_p50": _pct(lat, 0.5),
-            "us_p99": _pct(lat, 0.99),
-        }
 
     def run_monitor_ab(self) -> dict[str, Any]:
         res: dict[str, Any] = {
@@ -1757,6 +1711,85 @@ def _py_produce(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _py_snap(ns: argparse.Namespace) -> int:
+    """Child: time Monitor.snapshot() (and fipstop.ring.take_snapshot) on an existing domain."""
+    if ns.cpu is not None:
+        try:
+            os.sched_setaffinity(0, {ns.cpu})
+        except OSError:
+            pass
+    try:
+        from fipstop import _fips
+
+        mon = _fips.Monitor(ns.domain, ns.shm_dir)
+        snap = mon.snapshot
+        for _ in range(5):
+            snap()
+        lat: list[float] = []
+        gc.disable()
+        for _ in range(ns.iters):
+            t0 = time.perf_counter_ns()
+            s = snap()
+            t1 = time.perf_counter_ns()
+            lat.append((t1 - t0) / 1000.0)
+            del s
+        gc.enable()
+        last = snap()
+        wrapped = _py_wrapped_snapshot(mon, max(10, ns.iters // 4))
+        close = getattr(mon, "close", None)
+        if callable(close):
+            close()
+    except Exception as exc:
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return 3
+    lat.sort()
+    out: dict[str, Any] = {
+        "status": "ok",
+        "call": "fipstop._fips.Monitor.snapshot() (binding: C fips_monitor_snapshot into bytes objects)",
+        "iters": len(lat),
+        "us_p50": _pct(lat, 0.5),
+        "us_p99": _pct(lat, 0.99),
+        "us_min": lat[0],
+        "us_max": lat[-1],
+    }
+    try:
+        out["active_rings"] = sum(1 for r in _ring_rows(_fips, last) if r.get("state") == 1)
+    except Exception:
+        pass
+    if wrapped:
+        out["wrapped"] = wrapped
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+def _py_wrapped_snapshot(mon: Any, iters: int) -> dict[str, Any] | None:
+    """fipstop.ring.take_snapshot (numpy views, what the dashboard uses), when importable."""
+    try:
+        from fipstop import ring as fring
+
+        take = fring.take_snapshot
+    except Exception:
+        return None
+    try:
+        for _ in range(3):
+            take(mon)
+        lat: list[float] = []
+        for _ in range(iters):
+            t0 = time.perf_counter_ns()
+            take(mon)
+            lat.append((time.perf_counter_ns() - t0) / 1000.0)
+    except Exception as exc:
+        return {"status": "error", "skip_reason": f"{type(exc).__name__}: {exc}"}
+    lat.sort()
+    return {
+        "status": "ok",
+        "call": "fipstop.ring.take_snapshot(monitor)",
+        "iters": len(lat),
+        "us_p50": _pct(lat, 0.5),
+        "us_p99": _pct(lat, 0.99),
+    }
+
+
 def _runq_wait_ns() -> int | None:
     """schedstat run_delay of the calling thread: ns spent runnable while another task had the CPU."""
     try:
@@ -1816,6 +1849,13 @@ def _cli(argv: Sequence[str]) -> int:
         p.add_argument("--ring-capacity", type=int, default=RING_CAPACITY)
         p.add_argument("--cpu", type=int, default=None)
         return _py_produce(p.parse_args(argv[1:]))
+    if argv and argv[0] == "_pysnap":
+        p = argparse.ArgumentParser(prog="ring _pysnap")
+        p.add_argument("--shm-dir", required=True)
+        p.add_argument("--domain", required=True)
+        p.add_argument("--iters", type=int, default=1000)
+        p.add_argument("--cpu", type=int, default=None)
+        return _py_snap(p.parse_args(argv[1:]))
     args = _argparser().parse_args(argv)
     args.command_line = _command_line("-m")
     return main(args)

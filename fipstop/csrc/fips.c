@@ -841,7 +841,8 @@ static void count_drop(struct tls_ring *t, uint32_t len)
  * record's start position (after a pad to the buffer end if it would not fit
  * contiguously) or UINT64_MAX when the ring is full (the caller counts the
  * drop).  Writes the pad header, stores `reserved` (P1). */
-static inline uint64_t reserve(struct tls_ring *t, uint64_t head, uint64_t need, int *fullev)
+static inline __attribute__((always_inline)) uint64_t reserve(struct tls_ring *t, uint64_t head,
+                                                              uint64_t need, int *fullev)
 {
     fips_domain *d = t->d;
     uint64_t off = head & d->mask;
@@ -931,8 +932,12 @@ static inline uint64_t rec_time(struct tls_ring *t)
         /* accept only a plausible rate (0.05 .. 20 GHz) */
         if (m > (1ull << 32) / 20 && m < (1ull << 32) * 20) t->mult = m;
     }
-    t->tsc0 = tsc;
-    t->ns0 = now;
+    /* Keep the first anchor until the interval is long enough to measure
+     * the rate (re-anchoring on every uncalibrated call never would). */
+    if (!t->tsc0 || dt >= TSC_REANCHOR) {
+        t->tsc0 = tsc;
+        t->ns0 = now;
+    }
     if (now < t->last_ts) now = t->last_ts;
     t->last_ts = now;
     return now;
