@@ -1698,29 +1698,46 @@ int fips_monitor_tap(fips_monitor *m, uint32_t ring, uint32_t max, void *buf, si
     const struct fips_layout_ring *ctl = &d->rings[ring];
     const uint8_t *base = d->data + (size_t)ring * d->cap;
     /* Walk forward from the floor (a record boundary the producer never
-     * writes below) to head; keep the offsets of the last `max` records.
-     * floor is loaded first: it never passes head, so a later head is >= it. */
-    uint64_t lo = LD(&ctl->floor, acquire);
-    uint64_t head = LD(&ctl->head, acquire); /* C1 */
-    if (lo > head || head - lo > d->cap) return -FIPS_ECORRUPT;
+     * writes below) to head, keeping the offsets of the last `max` records.
+     * The walk follows lengths it reads, so one torn header would send the
+     * rest astray: it counts only if, after it, the producer had not
+     * reserved past floor + cap (no byte at or above floor overwritten). */
     uint64_t *ring_pos = calloc(max, sizeof *ring_pos);
     if (!ring_pos) return -ENOMEM;
     uint32_t nfound = 0;
-    uint64_t p = lo;
-    while (p < head) {
-        uint64_t off = p & d->mask, to_end = d->cap - off;
-        if (to_end < FIPS_REC_HDR_SIZE) { p += to_end; continue; }
-        struct fips_layout_record h;
-        racy_copy(&h, base + off, sizeof h);
-        uint32_t len = h.len_flags & FIPS_REC_LEN_MASK;
-        uint64_t stride = rec_stride(h.len_flags);
-        if (stride > to_end || len > d->max_record) break; /* lapped or hostile */
-        if (!((h.len_flags >> 24) & FIPS_REC_PAD)) {
-            ring_pos[nfound % max] = p;
-            nfound++;
+    int walked = 0, stable = 0;
+    for (int attempt = 0; attempt < 16 && !walked; attempt++) {
+        uint64_t lo = 0, head = 0;
+        stable = 0;
+        for (int i = 0; i < 64 && !stable; i++) {
+            /* A floor older than head by more than a lap is stale, not
+             * corrupt: the producer moved both between our loads. */
+            lo = LD(&ctl->floor, acquire);
+            head = LD(&ctl->head, acquire); /* C1 */
+            stable = LD(&ctl->floor, acquire) == lo && lo <= head && head - lo <= d->cap;
         }
-        p += stride;
+        if (!stable) break;
+        nfound = 0;
+        uint64_t p = lo;
+        while (p < head) {
+            uint64_t off = p & d->mask, to_end = d->cap - off;
+            if (to_end < FIPS_REC_HDR_SIZE) { p += to_end; continue; }
+            struct fips_layout_record h;
+            racy_copy(&h, base + off, sizeof h);
+            uint32_t len = h.len_flags & FIPS_REC_LEN_MASK;
+            uint64_t stride = rec_stride(h.len_flags);
+            if (stride > to_end || len > d->max_record) break; /* lapped or hostile */
+            if (!((h.len_flags >> 24) & FIPS_REC_PAD)) {
+                ring_pos[nfound % max] = p;
+                nfound++;
+            }
+            p += stride;
+        }
+        atomic_thread_fence(memory_order_acquire); /* T2 */
+        walked = LD(&ctl->reserved, relaxed) <= lo + d->cap;
     }
+    if (!stable) { free(ring_pos); return -FIPS_ECORRUPT; }
+    if (!walked) { free(ring_pos); *lapped = 1; return 0; } /* producer too fast to follow */
     uint32_t n = nfound < max ? nfound : max;
     uint32_t first = nfound < max ? 0 : nfound % max;
     uint8_t *out = buf;
