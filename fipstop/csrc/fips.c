@@ -772,7 +772,7 @@ static int ring_attach(fips_domain *d, struct tls_ring *t)
             ST32(&ctl->pid, me, relaxed);
             ST(&ctl->pidns, my_pidns(), relaxed);
             ST32(&ctl->tid, (uint32_t)syscall(SYS_gettid), relaxed);
-            char nm[FIPS_THREAD_NAME_MAX];
+            char nm[FIPS_THREAD_NAME_MAX] = {0}; /* no stack bytes into shared memory */
             thread_name(nm, sizeof nm);
             memcpy(ctl->thread_name, nm, sizeof nm);
             ST(&ctl->created_ns, fips_now_ns(), relaxed);

@@ -417,3 +417,18 @@ def test_cflags_and_libs() -> None:
         assert "make lib" in out.stderr and len(out.stderr.strip().splitlines()) == 1
     out = subprocess.run([sys.executable, "-P", "-m", "fipstop.ring"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
+
+
+def test_thread_name_carries_no_stack_bytes(shm_dir) -> None:
+    """The name slot is 32 bytes: what follows the NUL must be zeros, not
+    whatever was on the producer's stack (it is shared memory)."""
+    from fipstop._fips import Domain, Monitor, Producer
+    from fipstop.ring import DomainSnapshot
+
+    with Domain("names", shm_dir) as dom:
+        Producer(dom).log(b"x")
+        mon = Monitor("names", shm_dir)
+        snap = DomainSnapshot.from_raw(mon.snapshot(), mon.header, mon.path)
+        raw = snap.rings["thread_name"][0]
+        assert raw and b"\x00" not in raw  # numpy strips trailing NULs only
+        mon.close()
