@@ -37,6 +37,7 @@ DEFAULT_SHM_DIR = "/dev/shm"
 
 #: Command modules, imported when the parser is built, in this order.
 COMMANDS: list[str] = [
+    "fipstop.top",
     "fipstop.snapshot",
     "fipstop.tail",
     "fipstop.wrap",
@@ -95,6 +96,11 @@ def build_parser(modules: Sequence[str] | None = None) -> ArgumentParser:
         default=os.environ.get("FIPS_SHM_DIR") or DEFAULT_SHM_DIR,
         help="directory that holds the FIPS domains (default: $FIPS_SHM_DIR or %(default)s)",
     )
+    # `fipstop` alone runs the dashboard: its options are accepted here too
+    parser.add_argument("--interval", type=float, metavar="S", default=None,
+                        help="dashboard sampling interval in seconds (default 1)")
+    parser.add_argument("--domain", action="append", metavar="NAME", default=None,
+                        help="dashboard: only this domain (repeatable)")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
     _register_commands(subparsers, COMMANDS if modules is None else modules)
     return parser
@@ -119,9 +125,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _exit_code(exc.code)
         func = getattr(args, "func", None)
         if func is None:
-            # No command: the dashboard will start here; until then, help.
-            parser.print_help()
-            return 0
+            # No command: the live monitor (fipstop.top), as `fipstop top`.
+            try:
+                from fipstop import top
+            except ImportError as exc:
+                _warn(f"the live monitor is not available: {exc}")
+                parser.print_help()
+                return 2
+            return _exit_code(top.run(args))
         return _exit_code(func(args))
     except FipsError as err:
         print(f"{PROG}: {err.message}", file=sys.stderr)

@@ -32,6 +32,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ring.add_argument("--out", metavar="PATH", help="also write the JSON result to PATH")
     ring.set_defaults(func=run_ring)
 
+    ui = kinds.add_parser(
+        "ui",
+        help="live monitor cost: frame time with 1024 rings, sort/filter, CPU with 256 rings",
+        description="Benchmark the live monitor (fipstop top): frame, sort and filter time with 1024 rings "
+        "(in-process, fake source) and the CPU of the real app on a real domain of 256 rings.",
+    )
+    ui.add_argument("--json", action="store_true", help="print the result as JSON")
+    ui.add_argument("--quick", action="store_true", help="short run (for tests and smoke checks)")
+    ui.add_argument("--out", metavar="PATH", help="write the JSON result to PATH (default bench/results/ui-DATE.json)")
+    ui.set_defaults(func=run_ui)
+
     bind = kinds.add_parser(
         "bind",
         help="BIND 9 under dnsperf: no logging vs file vs syslog vs the fips shim",
@@ -45,6 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bind.add_argument("--modes", metavar="M,M", help="modes to run (default none,file,syslog,fips,fips_nocons; "
                       "also fips_tail)")
     bind.add_argument("--out", metavar="PATH", help="write the JSON result to PATH (default bench/results/)")
+    bind.add_argument("--calm-wait", type=float, metavar="S",
+                      help="before each run wait up to S s for other load to settle (default 60; 0 with --quick)")
     bind.add_argument("--keep", action="store_true", help="keep the temp dirs (configs, logs) for inspection")
     bind.set_defaults(func=run_bind)
 
@@ -64,6 +77,10 @@ def _load(module: str, what: str):
 
 def run_ring(args: argparse.Namespace) -> int | None:
     return _load("fipstop.bench.ring", "bench ring").main(args)
+
+
+def run_ui(args: argparse.Namespace) -> int | None:
+    return _load("fipstop.bench.ui", "bench ui").main(args)
 
 
 def run_bind(args: argparse.Namespace) -> int | None:

@@ -47,9 +47,18 @@ def test_version_subprocess() -> None:
     assert "Traceback" not in proc.stderr
 
 
-def test_no_args_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main([]) == 0
-    assert "usage: fipstop" in capsys.readouterr().out
+def test_no_args_without_a_terminal_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    # `fipstop` alone opens the live monitor; under pytest there is no tty
+    assert cli.main([]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "terminal" in err and "fipstop snapshot" in err
+
+
+def test_help_lists_the_dashboard(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "usage: fipstop" in out and "top" in out and "--interval" in out
 
 
 def test_unknown_subcommand_is_one_line_exit_2() -> None:

@@ -1,0 +1,336 @@
+"""Deterministic synthetic raw samples, for tests, screenshots and benchmarks.
+
+:func:`domain_snapshot` builds a :class:`fipstop.ring.DomainSnapshot` from
+numpy arrays laid out exactly as the binding returns them (dtypes from
+``fipstop._fips``), so the model and the views run on it unchanged.
+
+:func:`demo_samples` simulates a small host for N seconds: domain ``named``
+(four resolver threads, ~25-45 k records/s) read by an IPS that keeps up, an
+archiver that falls behind from t=25 s until its ring fills and drops records,
+then catches up from t=70 s, a forwarder whose heartbeat stops at t=50 s
+(stale) and a Fail2Ban consumer that was evicted; domain ``nginx`` with two
+workers, one of them exited (ring closed).  ``hostile=True`` adds a ring whose
+thread name and a consumer whose name carry ANSI escapes and textual markup.
+
+:func:`many_rings_samples` gives one domain with N busy rings (benchmarks).
+
+No clock and no shared memory: every timestamp derives from the arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+
+from fipstop.probes.ring import RawSample
+from fipstop.ring import DomainSnapshot, consumer_stat_dtype, pos_stat_dtype, ring_stat_dtype
+
+#: 2025-01-01 12:00:00 UTC, the fixtures' wall clock at t=0.
+EPOCH_REALTIME_NS = 1_735_732_800_000_000_000
+EPOCH_MONO_NS = 5_000_000_000_000
+HOST = "dns-edge-1"
+
+RING_FREE, RING_ACTIVE, RING_CLOSED = 0, 1, 2
+CONS_FREE, CONS_JOINING, CONS_ACTIVE, CONS_EVICTED, CONS_CLOSED = 0, 1, 2, 3, 4
+
+HOSTILE_THREAD = "\x1b[31mred\x1b[0m[bold]x[/bold]\x07"
+HOSTILE_CONSUMER = "[blink]ips[/blink]\x1b]0;pwn\x07\x1b[2J"
+
+
+def empty_arrays(max_rings: int, max_consumers: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rings = np.zeros(max_rings, dtype=ring_stat_dtype())
+    rings["index"] = np.arange(max_rings)
+    cons = np.zeros(max_consumers, dtype=consumer_stat_dtype())
+    cons["index"] = np.arange(max_consumers)
+    pos = np.zeros((max_consumers, max_rings), dtype=pos_stat_dtype())
+    return rings, cons, pos
+
+
+def domain_snapshot(
+    name: str,
+    rings: np.ndarray,
+    consumers: np.ndarray,
+    pos: np.ndarray,
+    *,
+    taken_mono_ns: int,
+    taken_realtime_ns: int,
+    ring_capacity: int = 1 << 20,
+    max_record: int = 4096,
+    created_realtime_ns: int = EPOCH_REALTIME_NS - 3_723_000_000_000,
+    created_mono_ns: int = EPOCH_MONO_NS - 3_723_000_000_000,
+    grace_ns: int = 5_000_000_000,
+    creator_pid: int = 1,
+    shm_dir: str = "/dev/shm",
+) -> DomainSnapshot:
+    """A DomainSnapshot over copies of the given arrays (binding layout)."""
+    header = SimpleNamespace(
+        name=name,
+        version=1,
+        ring_capacity=ring_capacity,
+        max_record=max_record,
+        file_size=0,
+        grace_ns=grace_ns,
+        creator_pid=creator_pid,
+        created_realtime_ns=created_realtime_ns,
+        created_mono_ns=created_mono_ns,
+    )
+    raw = (
+        taken_realtime_ns,
+        taken_mono_ns,
+        np.ascontiguousarray(rings).tobytes(),
+        np.ascontiguousarray(consumers).tobytes(),
+        np.ascontiguousarray(pos).tobytes(),
+    )
+    return DomainSnapshot.from_raw(raw, header, f"{shm_dir}/fips.{name}")
+
+
+def raw_sample(t_s: float, domains: list[DomainSnapshot], *, host: str = HOST, shm_dir: str = "/dev/shm",
+               errors: tuple = ()) -> RawSample:
+    return RawSample(
+        host=host,
+        shm_dir=shm_dir,
+        taken_mono_ns=EPOCH_MONO_NS + int(round(t_s * 1e9)),
+        taken_realtime_ns=EPOCH_REALTIME_NS + int(round(t_s * 1e9)),
+        domains=tuple(sorted(domains, key=lambda d: d.name)),
+        errors=tuple(errors),
+    )
+
+
+# ---------------------------------------------------------------------------
+# the demo simulation
+# ---------------------------------------------------------------------------
+
+_STRIDE = 136  # bytes per record in the ring (24-byte header + 112 payload)
+_PAYLOAD = 112
+
+
+@dataclass
+class _Ring:
+    slot: int
+    pid: int
+    tid: int
+    name: str
+    rate: callable  # t -> attempted records/s
+    state: int = RING_ACTIVE
+    closes_at: float | None = None
+    committed: int = 0
+    dropped: int = 0
+    full_events: int = 0
+    high_water: int = 0
+    generation: int = 1
+
+
+@dataclass
+class _Consumer:
+    slot: int
+    name: str
+    pid: int
+    speed: callable  # t -> records/s it can release per ring
+    state: int = CONS_ACTIVE
+    heartbeat_stops_at: float | None = None
+    readers: int = 1
+    latency_s: float = 0.02
+    evicted_at: float | None = None
+    released: dict = field(default_factory=dict)  # ring slot -> released_seq
+    records_released: int = 0
+    batches: int = 0
+    lost_seen: dict = field(default_factory=dict)
+
+
+class _Domain:
+    def __init__(self, name: str, capacity: int, max_rings: int, max_consumers: int, pid: int) -> None:
+        self.name = name
+        self.capacity = capacity
+        self.cap_records = capacity // _STRIDE
+        self.max_rings = max_rings
+        self.max_consumers = max_consumers
+        self.pid = pid
+        self.rings: list[_Ring] = []
+        self.consumers: list[_Consumer] = []
+        self.grace_s = 10.0
+
+    def step(self, t: float, dt: float) -> None:
+        for r in self.rings:
+            if r.state != RING_ACTIVE:
+                continue
+            active = [c for c in self.consumers if c.state == CONS_ACTIVE]
+            for c in active:
+                c.released.setdefault(r.slot, r.committed)
+            # the producer first: what the slowest consumer holds bounds it
+            floor = min((c.released[r.slot] for c in active), default=r.committed)
+            free = self.cap_records - (r.committed - floor)
+            rate = r.rate(t)
+            want = int(rate * dt)
+            took = max(min(want, free), 0)
+            if took < want:
+                r.full_events += 1
+            r.committed += took
+            r.dropped += want - took
+            r.high_water = max(r.high_water, (r.committed - floor) * _STRIDE)
+            # then the consumers, each a little behind (its processing latency)
+            for c in active:
+                pos = c.released[r.slot]
+                stopped = c.heartbeat_stops_at is not None and t >= c.heartbeat_stops_at
+                can = 0 if stopped else int(c.speed(t) * dt)
+                behind = int(rate * c.latency_s)
+                n = max(min(r.committed - behind - pos, can), 0)
+                if took < want:
+                    c.lost_seen[r.slot] = c.lost_seen.get(r.slot, 0) + (want - took)
+                c.released[r.slot] = pos + n
+                c.records_released += n
+                c.batches += (n + 255) // 256
+                # libfips evicts a dead consumer that holds a full ring past the grace period
+                if (stopped and took < want and c.heartbeat_stops_at is not None
+                        and t - c.heartbeat_stops_at > self.grace_s):
+                    c.state = CONS_EVICTED
+                    c.evicted_at = t
+            if r.closes_at is not None and t >= r.closes_at:
+                r.state = RING_CLOSED
+
+    def snapshot(self, t: float) -> DomainSnapshot:
+        rings, cons, pos = empty_arrays(self.max_rings, self.max_consumers)
+        mono = EPOCH_MONO_NS + int(round(t * 1e9))
+        real = EPOCH_REALTIME_NS + int(round(t * 1e9))
+        active = [c for c in self.consumers if c.state == CONS_ACTIVE]
+        for r in self.rings:
+            row = rings[r.slot]
+            floor_seq = min((c.released.get(r.slot, r.committed) for c in active), default=r.committed)
+            row["state"] = r.state
+            row["generation"] = r.generation
+            row["pid"] = r.pid
+            row["tid"] = r.tid
+            row["thread_name"] = r.name.encode()[:31]
+            row["head"] = r.committed * _STRIDE
+            row["reserved"] = r.committed * _STRIDE + (_STRIDE if r.state == RING_ACTIVE and r.slot % 2 else 0)
+            row["floor"] = floor_seq * _STRIDE
+            row["floor_seq"] = floor_seq
+            row["records_committed"] = r.committed
+            row["bytes_committed"] = r.committed * _PAYLOAD
+            row["records_dropped"] = r.dropped
+            row["bytes_dropped"] = r.dropped * _PAYLOAD
+            row["full_events"] = r.full_events
+            row["high_water_bytes"] = r.high_water
+            row["last_commit_ns"] = real - 1_000_000 if r.committed else 0
+            row["created_ns"] = EPOCH_REALTIME_NS - 3_600_000_000_000
+            row["closed_ns"] = real if r.state == RING_CLOSED else 0
+        for c in self.consumers:
+            row = cons[c.slot]
+            row["state"] = c.state
+            row["generation"] = 1
+            row["pid"] = c.pid
+            row["readers"] = c.readers
+            row["name"] = c.name.encode()[:63]
+            hb = mono - 150_000_000
+            if c.heartbeat_stops_at is not None and t > c.heartbeat_stops_at:
+                hb = EPOCH_MONO_NS + int(c.heartbeat_stops_at * 1e9)
+            row["heartbeat_mono_ns"] = hb
+            row["registered_ns"] = EPOCH_REALTIME_NS - 3_000_000_000_000
+            row["records_released"] = c.records_released
+            row["batches_released"] = c.batches
+            if c.state == CONS_EVICTED:
+                at = c.evicted_at if c.evicted_at is not None else -590.0
+                if c.heartbeat_stops_at is None:
+                    row["heartbeat_mono_ns"] = EPOCH_MONO_NS + int((at - 10) * 1e9)
+                row["evicted_ns"] = EPOCH_REALTIME_NS + int(at * 1e9)
+            for r in self.rings:
+                seq = c.released.get(r.slot, r.committed)
+                p = pos[c.slot, r.slot]
+                p["released_seq"] = seq
+                p["released"] = seq * _STRIDE
+                p["records_released"] = seq
+                p["lost_seen"] = c.lost_seen.get(r.slot, 0)
+        return domain_snapshot(
+            self.name,
+            rings,
+            cons,
+            pos,
+            taken_mono_ns=mono,
+            taken_realtime_ns=real,
+            ring_capacity=self.capacity,
+            creator_pid=self.pid,
+            grace_ns=int(self.grace_s * 1e9),
+        )
+
+
+def _wave(base: float, amp: float, period: float, phase: float = 0.0):
+    return lambda t: base + amp * math.sin(2 * math.pi * t / period + phase)
+
+
+def demo_samples(n: int = 90, interval_s: float = 1.0, *, hostile: bool = False) -> list[RawSample]:
+    """``n`` raw samples, ``interval_s`` apart, of the simulated host (see module doc)."""
+    named = _Domain("named", 16 << 20, 64, 8, pid=4242)
+    for i in range(4):
+        named.rings.append(
+            _Ring(i, 4242, 4250 + i, f"isc-net-{i:04d}", _wave(9000 + 1500 * i, 2500, 37 + 5 * i, i))
+        )
+    # archiver: keeps up at first, then slows down (ring fills, drops), then recovers
+    named.consumers.append(_Consumer(0, "crowdsec", 5100, lambda t: 60000, readers=4))
+    named.consumers.append(
+        _Consumer(1, "archiver", 5200, lambda t: 60000 if t < 25 or t >= 70 else 4000, readers=2, latency_s=0.5)
+    )
+    named.consumers.append(_Consumer(2, "forwarder", 5300, lambda t: 60000, heartbeat_stops_at=50.0))
+    named.consumers.append(_Consumer(3, "fail2ban", 5400, lambda t: 0, state=CONS_EVICTED))
+
+    nginx = _Domain("nginx", 4 << 20, 32, 4, pid=3100)
+    nginx.rings.append(_Ring(0, 3100, 3101, "nginx: worker process", _wave(1800, 600, 23)))
+    nginx.rings.append(_Ring(1, 3100, 3102, "nginx: worker process", _wave(700, 300, 17), closes_at=40.0))
+    nginx.consumers.append(_Consumer(0, "crowdsec", 5100, lambda t: 60000))
+    if hostile:
+        nginx.rings.append(_Ring(2, 6666, 6667, HOSTILE_THREAD, lambda t: 50))
+        nginx.consumers.append(_Consumer(1, HOSTILE_CONSUMER, 6668, lambda t: 60000))
+
+    out = []
+    for k in range(n):
+        t = k * interval_s
+        if k:
+            for d in (named, nginx):
+                d.step(t, interval_s)
+        out.append(raw_sample(t, [named.snapshot(t), nginx.snapshot(t)]))
+    return out
+
+
+def many_rings_samples(n_rings: int = 1024, n: int = 3, *, n_consumers: int = 2, seed: int = 7) -> list[RawSample]:
+    """One domain ``bench`` with ``n_rings`` busy rings and ``n_consumers``
+    consumers, ``n`` samples one second apart (vectorised; for benchmarks)."""
+    rng = np.random.default_rng(seed)
+    rate = rng.integers(100, 20000, n_rings)
+    drops = np.where(rng.random(n_rings) < 0.1, rng.integers(1, 500, n_rings), 0)
+    out = []
+    for k in range(n):
+        rings, cons, pos = empty_arrays(n_rings, max(n_consumers, 1))
+        committed = (rate * (k + 10)).astype(np.uint64)
+        rings["state"] = RING_ACTIVE
+        rings["generation"] = 1
+        rings["pid"] = 1000 + np.arange(n_rings) // 8
+        rings["tid"] = 20000 + np.arange(n_rings)
+        rings["thread_name"] = [f"worker-{i:04d}".encode() for i in range(n_rings)]
+        rings["head"] = committed * _STRIDE
+        rings["reserved"] = committed * _STRIDE
+        rings["records_committed"] = committed
+        rings["bytes_committed"] = committed * _PAYLOAD
+        rings["records_dropped"] = (drops * (k + 1)).astype(np.uint64)
+        rings["bytes_dropped"] = rings["records_dropped"] * _PAYLOAD
+        rings["last_commit_ns"] = EPOCH_REALTIME_NS + k * 1_000_000_000
+        for c in range(n_consumers):
+            lag = (rng.integers(0, 2000, n_rings) * (c + 1)).astype(np.uint64)
+            lag = np.minimum(lag, committed)
+            cons[c]["state"] = CONS_ACTIVE
+            cons[c]["generation"] = 1
+            cons[c]["pid"] = 9000 + c
+            cons[c]["name"] = f"consumer-{c}".encode()
+            cons[c]["heartbeat_mono_ns"] = EPOCH_MONO_NS + k * 1_000_000_000
+            cons[c]["records_released"] = int((committed - lag).sum())
+            pos[c]["released_seq"] = committed - lag
+            pos[c]["released"] = (committed - lag) * _STRIDE
+            pos[c]["records_released"] = committed - lag
+        rings["floor"] = pos["released"][:n_consumers].min(axis=0) if n_consumers else rings["head"]
+        rings["high_water_bytes"] = rings["head"] - rings["floor"]
+        snap = domain_snapshot(
+            "bench", rings, cons, pos, taken_mono_ns=EPOCH_MONO_NS + k * 1_000_000_000,
+            taken_realtime_ns=EPOCH_REALTIME_NS + k * 1_000_000_000, ring_capacity=1 << 20,
+        )
+        out.append(raw_sample(float(k), [snap]))
+    return out

@@ -1,0 +1,149 @@
+"""Sources: where the views get their frames from.
+
+A :class:`Source` yields :class:`Frame` objects (a raw sample and the
+:class:`fipstop.model.Snapshot` derived from it and the one before) and can
+tap the newest records of a ring.  The views cannot tell a live host from a
+recording: :class:`LiveSource` samples probes now, a ``ReplaySource`` (later)
+reads a recording and re-derives; :class:`SampleListSource` plays a fixed
+list of raw samples (tests, screenshots, benchmarks).
+
+``poll()`` blocks (it reads shared memory): the dashboard calls it from a
+worker thread, never from the UI thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from fipstop.model import STALE_AFTER_NS, Snapshot, derive
+from fipstop.probes.ring import RawSample, TapResult
+
+__all__ = ["Frame", "LiveSource", "Probe", "SampleListSource", "Source"]
+
+
+@dataclass(frozen=True, eq=False)
+class Frame:
+    raw: RawSample
+    snapshot: Snapshot
+
+
+@runtime_checkable
+class Probe(Protocol):
+    name: str
+
+    def available(self) -> tuple[bool, str]: ...
+
+    def sample(self) -> RawSample: ...
+
+
+@runtime_checkable
+class Source(Protocol):
+    """What the dashboard reads from."""
+
+    #: seconds between polls the dashboard should aim for
+    interval_s: float
+
+    def poll(self) -> Frame | None:
+        """The next frame (blocking), or None when the source has no more."""
+
+    def tap(self, domain: str, ring: int, max_records: int = 32) -> TapResult:
+        """The newest records of one ring (payloads raw: escape them)."""
+
+    def close(self) -> None: ...
+
+
+class LiveSource:
+    """Samples the given probes every time it is polled.
+
+    The ring probe's sample feeds ``derive``; other probes (later issues) are
+    sampled alongside.  ``available()`` of each probe is kept in
+    ``self.unavailable`` (name -> reason) for the views to mention.
+    """
+
+    def __init__(self, probes: Sequence[Probe], interval_s: float = 1.0, *,
+                 stale_after_ns: int = STALE_AFTER_NS) -> None:
+        if not probes:
+            raise ValueError("LiveSource needs at least one probe")
+        ring = [p for p in probes if getattr(p, "name", "") == "ring"]
+        if not ring:
+            raise ValueError("LiveSource needs the ring probe")
+        self.probes = tuple(probes)
+        self._ring = ring[0]
+        self.interval_s = float(interval_s)
+        self.stale_after_ns = stale_after_ns
+        self._prev: RawSample | None = None
+        self._lock = threading.Lock()
+
+    def poll(self) -> Frame:
+        with self._lock:
+            cur = self._ring.sample()
+            prev = self._prev
+            snap = derive(prev, cur, self.interval_s, stale_after_ns=self.stale_after_ns)
+            self._prev = cur
+            return Frame(cur, snap)
+
+    def tap(self, domain: str, ring: int, max_records: int = 32) -> TapResult:
+        tap = getattr(self._ring, "tap", None)
+        if tap is None:
+            return TapResult(domain, ring, error="this source cannot tap records")
+        return tap(domain, ring, max_records)
+
+    def close(self) -> None:
+        for p in self.probes:
+            close = getattr(p, "close", None)
+            if close is not None:
+                close()
+
+
+class SampleListSource:
+    """Plays a fixed list of raw samples, deriving each from the one before.
+
+    ``poll()`` returns None after the last one (``loop=True`` starts over,
+    with a fresh baseline).  ``taps`` maps (domain, ring) to the TapResult
+    that ``tap`` returns.
+    """
+
+    def __init__(self, samples: Sequence[RawSample], interval_s: float = 1.0, *,
+                 taps: dict[tuple[str, int], TapResult] | None = None, loop: bool = False,
+                 stale_after_ns: int = STALE_AFTER_NS) -> None:
+        self.samples = list(samples)
+        self.interval_s = float(interval_s)
+        self.taps = dict(taps or {})
+        self.loop = loop
+        self.stale_after_ns = stale_after_ns
+        self._i = 0
+        self._prev: RawSample | None = None
+        self.polls = 0
+
+    def poll(self) -> Frame | None:
+        if self._i >= len(self.samples):
+            if not self.loop or not self.samples:
+                return None
+            self._i = 0
+            self._prev = None
+        cur = self.samples[self._i]
+        self._i += 1
+        self.polls += 1
+        snap = derive(self._prev, cur, self.interval_s, stale_after_ns=self.stale_after_ns)
+        self._prev = cur
+        return Frame(cur, snap)
+
+    def frames(self) -> list[Frame]:
+        """All frames at once (does not move the poll position)."""
+        out, prev = [], None
+        for cur in self.samples:
+            out.append(Frame(cur, derive(prev, cur, self.interval_s, stale_after_ns=self.stale_after_ns)))
+            prev = cur
+        return out
+
+    def tap(self, domain: str, ring: int, max_records: int = 32) -> TapResult:
+        res = self.taps.get((domain, int(ring)))
+        if res is None:
+            return TapResult(domain, ring)
+        return TapResult(res.domain, res.ring, res.records[-max_records:], res.lapped, res.error)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,586 @@
+"""The overview: header, rings table, consumers table, records/s vs drops/s chart.
+
+Rings: one row per producer ring of every domain (domain/slot, producer
+pid/tid/thread name, fill bar, records/s with a sparkline, bytes/s, drops/s
+and dropped total in red, claimed-not-committed, high-water, slowest
+consumer's lag).  Consumers: name, pid, state, heartbeat age, lag max/mean in
+records and seconds, release rate.  Both tables are virtualised (only the
+rows on screen are drawn), sort with ``s``/``S`` (or a click on a column
+header) and filter with ``/`` (a substring of any text column, shown in cyan
+as "filter", never mistaken for drops).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Footer, Input
+
+from fipstop.model import Health, Snapshot
+from fipstop.views import format as fmt
+from fipstop.views import palette
+from fipstop.views.base import FipsScreen
+from fipstop.views.history import History
+from fipstop.views.widgets.chart import PlotextChart, Series
+from fipstop.views.widgets.header import StatusHeader
+from fipstop.views.widgets.textline import TextLine
+from fipstop.views.widgets.table import Column, VirtualTable
+
+SPARK_FRAMES = 8
+CHART_FRAMES = 300
+#: the overview chart spans minutes: redrawing it every 2 s of sample time is
+#: enough, and halves its cost at the default 1 s interval
+CHART_EVERY_NS = 2_000_000_000
+
+
+def ring_columns(wide: bool) -> list[Column]:
+    bar = 16 if wide else 8
+    spark = 16 if wide else 6
+    return [
+        Column("ring", "RING", 12 if wide else 9, "left", 0, sortable=True, descending=False),
+        Column("pid", "PID", 7, "right", 3),
+        Column("tid", "TID", 7, "right", 5),
+        Column("thread", "THREAD", 16 if wide else 10, "left", 1, flex=True, descending=False),
+        Column("fill", "FILL", bar + 6, "left", 0),
+        Column("rate", "RECORDS/S", spark + 7, "right", 0),
+        Column("bytes", "BYTES/S", 10, "right", 3),
+        Column("drops", "DROPS/S", 8, "right", 0),
+        Column("dropped", "DROPPED", 8, "right", 2),
+        Column("claimed", "CLAIMED", 8, "right", 5),
+        Column("high", "HIGH", 5, "right", 4),
+        Column("lag", "SLOWEST LAG", 12 if wide else 11, "right", 1),
+        Column("slowest", "BY", 12, "left", 4, descending=False),
+    ]
+
+
+def consumer_columns(wide: bool) -> list[Column]:
+    spark = 12 if wide else 6
+    return [
+        Column("name", "CONSUMER", 18 if wide else 14, "left", 0, flex=True, descending=False),
+        Column("pid", "PID", 7, "right", 2),
+        Column("state", "STATE", 8, "left", 0, descending=False),
+        Column("heartbeat", "HEARTBEAT", 9, "right", 1),
+        Column("lag_max", "LAG MAX", 8, "right", 0),
+        Column("lag_mean", "LAG MEAN", 8, "right", 3),
+        Column("lag_max_s", "MAX (s)", 7, "right", 1),
+        Column("lag_mean_s", "MEAN (s)", 8, "right", 3),
+        Column("release", "RELEASED/S", spark + 7, "right", 1),
+        Column("readers", "READERS", 7, "right", 4),
+        Column("lost", "DROPS SEEN", 10, "right", 4),
+    ]
+
+
+def _nan_last(values: np.ndarray, descending: bool) -> np.ndarray:
+    v = values.astype(np.float64)
+    return np.where(np.isnan(v), -np.inf if descending else np.inf, v)
+
+
+def ring_sort_values(s: Snapshot, column: str) -> np.ndarray:
+    r = s.rings
+    simple = {
+        "pid": "pid", "tid": "tid", "fill": "fill_pct", "rate": "records_per_s", "bytes": "bytes_per_s",
+        "drops": "drops_per_s", "dropped": "records_dropped", "claimed": "claimed_bytes",
+        "high": "high_water_pct", "lag": "slowest_lag_records", "slowest": "slowest_consumer",
+    }
+    if column == "ring":
+        return r["domain"].astype(np.int64) * (1 << 32) + r["ring"].astype(np.int64)
+    if column == "thread":
+        return np.char.lower(r["thread_name"])
+    return r[simple[column]]
+
+
+def consumer_sort_values(s: Snapshot, column: str) -> np.ndarray:
+    c = s.consumers
+    simple = {
+        "pid": "pid", "state": "health", "heartbeat": "heartbeat_age_ns", "lag_max": "lag_max_records",
+        "lag_mean": "lag_mean_records", "lag_max_s": "lag_max_s", "lag_mean_s": "lag_mean_s",
+        "release": "release_per_s", "readers": "readers", "lost": "lost_seen",
+    }
+    if column == "name":
+        return np.char.lower(c["name"])
+    return c[simple[column]]
+
+
+def order(values: np.ndarray, descending: bool) -> np.ndarray:
+    """Stable sort permutation; NaN sorts last either way."""
+    if values.dtype.kind in "SU":
+        perm = np.argsort(values, kind="stable")
+        return perm[::-1] if descending else perm
+    v = _nan_last(values, descending)
+    return np.argsort(-v if descending else v, kind="stable")
+
+
+def ring_search_text(s: Snapshot) -> list[str]:
+    names = [d.name for d in s.domains]
+    r = s.rings
+    return [
+        f"{names[d]}/{ring} {pid} {tid} {fmt.name(t)}".lower()
+        for d, ring, pid, tid, t in zip(r["domain"].tolist(), r["ring"].tolist(), r["pid"].tolist(),
+                                        r["tid"].tolist(), r["thread_name"].tolist())
+    ]
+
+
+def consumer_search_text(s: Snapshot) -> list[str]:
+    names = [d.name for d in s.domains]
+    c = s.consumers
+    return [
+        f"{names[d]}/{fmt.name(n)} {pid} {Health(h).label}".lower()
+        for d, n, pid, h in zip(c["domain"].tolist(), c["name"].tolist(), c["pid"].tolist(), c["health"].tolist())
+    ]
+
+
+@dataclass
+class TableState:
+    sort: str | None = None
+    descending: bool = True
+
+
+class OverviewScreen(FipsScreen):
+    SCREEN_NAME = "overview"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
+
+    BINDINGS = [
+        Binding("slash", "filter", "Filter"),
+        Binding("s", "sort", "Sort"),
+        Binding("S", "reverse", "Reverse", show=False),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filter_text = ""
+        self.ring_state = TableState()
+        self.consumer_state = TableState()
+        self._wide: bool | None = None
+        self._ring_perm = np.zeros(0, dtype=np.int64)
+        self._cons_perm = np.zeros(0, dtype=np.int64)
+        self._spark_cache: dict = {}
+        self._shown: Snapshot | None = None
+        self._ring_spark_top = 0.0
+        self._cons_spark_top = 0.0
+        self._ring_rows_cache: dict = {}
+        self._cons_rows_cache: dict = {}
+        self._heights: tuple[int, int] | None = None
+        self._frames: list[Snapshot] = []
+
+    def compose(self) -> ComposeResult:
+        yield StatusHeader(id="header")
+        with Vertical(id="overview-body"):
+            yield TextLine(id="rings-title", classes="section-title")
+            yield VirtualTable(ring_columns(False), id="rings")
+            yield TextLine(id="consumers-title", classes="section-title")
+            yield VirtualTable(consumer_columns(False), id="consumers")
+            yield PlotextChart("all rings", id="chart")
+        yield Input(placeholder="filter rings and consumers (Enter: keep, Esc: clear)", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#filter", Input).display = False
+        self.query_one("#rings", VirtualTable).empty_text = "no ring in use: no producer has logged yet"
+        self.query_one("#consumers", VirtualTable).empty_text = "no consumer registered"
+        self.query_one("#rings", VirtualTable).focus()
+
+    def on_resize(self) -> None:
+        self._heights = None
+        wide = self.size.width >= 150
+        if wide != self._wide:
+            self._wide = wide
+            self.query_one("#rings", VirtualTable).columns = ring_columns(wide)
+            self.query_one("#consumers", VirtualTable).columns = consumer_columns(wide)
+            for t in self.query(VirtualTable):
+                t._layout_width = -1
+                t.refresh()
+
+    # -- data ------------------------------------------------------------------------
+
+    @property
+    def rings_table(self) -> VirtualTable:
+        return self.query_one("#rings", VirtualTable)
+
+    @property
+    def consumers_table(self) -> VirtualTable:
+        return self.query_one("#consumers", VirtualTable)
+
+    def refresh_view(self) -> None:
+        """A new frame is shown: header, tables and chart."""
+        super().refresh_view()
+        s = self.fips.snapshot
+        if s is None:
+            return
+        self._shown = s
+        self._ring_rows_cache = {}
+        self._cons_rows_cache = {}
+        self._frames = self.fips.history.window(self.fips.shown, max(CHART_FRAMES, SPARK_FRAMES))
+        self._spark_cache = {}
+        recent = self._frames[-SPARK_FRAMES * 2:]
+        self._ring_spark_top = max((float(f.rings["records_per_s"].max(initial=0)) for f in recent), default=0.0)
+        self._cons_spark_top = max((float(f.consumers["release_per_s"].max(initial=0)) for f in recent),
+                                   default=0.0)
+        self._refresh_rings(s)
+        self._refresh_consumers(s)
+        self._refresh_chart()
+
+    def refresh_tables(self) -> None:
+        """Sort or filter changed: the tables only (not the chart)."""
+        s = self._shown
+        if s is None:
+            return
+        self._refresh_rings(s)
+        self._refresh_consumers(s)
+
+    def _search(self, s: Snapshot, kind: str) -> list[str]:
+        cache = getattr(self, "_search_cache", None)
+        if cache is None or cache[0] is not s:
+            cache = (s, {})
+            self._search_cache = cache
+        texts = cache[1].get(kind)
+        if texts is None:
+            texts = ring_search_text(s) if kind == "rings" else consumer_search_text(s)
+            cache[1][kind] = texts
+        return texts
+
+    def _filter_mask(self, texts: list[str]) -> np.ndarray:
+        if not self.filter_text:
+            return np.ones(len(texts), dtype=bool)
+        needle = self.filter_text.lower()
+        return np.fromiter((needle in t for t in texts), dtype=bool, count=len(texts))
+
+    def _permutation(self, n: int, mask: np.ndarray, state: TableState, values) -> np.ndarray:
+        idx = np.flatnonzero(mask)
+        if state.sort is None or idx.size == 0:
+            return idx
+        vals = values(state.sort)[idx]
+        return idx[order(vals, state.descending)]
+
+    def _title(self, label: str, shown: int, total: int, state: TableState, columns: list[Column]) -> Text:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append(f" {label} ", style="bold")
+        t.append(f"{total}", style="bold")
+        if self.filter_text:
+            t.append("   filter ", style=palette.FILTER)
+            t.append(repr(self.filter_text), style=palette.FILTER)
+            t.append(f"  {shown} of {total} shown", style=palette.FILTER)
+        if state.sort is not None:
+            lab = next((c.label for c in columns if c.key == state.sort), state.sort)
+            t.append("   sort ", style=palette.LABEL)
+            t.append(lab.lower() + (" ▼" if state.descending else " ▲"))
+        return t
+
+    def _refresh_rings(self, s: Snapshot) -> None:
+        table = self.rings_table
+        mask = self._filter_mask(self._search(s, "rings")) if self.filter_text else np.ones(s.rings.size, bool)
+        perm = self._permutation(s.rings.size, mask, self.ring_state, lambda c: ring_sort_values(s, c))
+        self._ring_perm = perm
+        names = [d.name for d in s.domains]
+        keys = [(names[d], r) for d, r in zip(s.rings["domain"][perm].tolist(), s.rings["ring"][perm].tolist())]
+        table.set_sort(self.ring_state.sort, self.ring_state.descending)
+        table.set_rows(keys, self._ring_cell)
+        self.query_one("#rings-title", TextLine).update(
+            self._title("Rings", len(keys), s.rings.size, self.ring_state, table.columns))
+        if table.cursor_key is not None:
+            self.fips.selected_ring = table.cursor_key
+
+    def _refresh_consumers(self, s: Snapshot) -> None:
+        table = self.consumers_table
+        mask = self._filter_mask(self._search(s, "consumers")) if self.filter_text else np.ones(s.consumers.size, bool)
+        perm = self._permutation(s.consumers.size, mask, self.consumer_state, lambda c: consumer_sort_values(s, c))
+        self._cons_perm = perm
+        names = [d.name for d in s.domains]
+        keys = [(names[d], c) for d, c in zip(s.consumers["domain"][perm].tolist(),
+                                              s.consumers["consumer"][perm].tolist())]
+        table.set_sort(self.consumer_state.sort, self.consumer_state.descending)
+        table.set_rows(keys, self._consumer_cell)
+        self._allocate_heights(len(keys))
+        self.query_one("#consumers-title", TextLine).update(
+            self._title("Consumers", len(keys), s.consumers.size, self.consumer_state, table.columns))
+        if table.cursor_key is not None and self.fips.selected_consumer is None:
+            self.fips.selected_consumer = table.cursor_key
+
+    def _allocate_heights(self, n_consumers: int) -> None:
+        """Tables as tall as their rows when they fit; the chart (tall
+        screens) takes what is left, at least 10 lines."""
+        rings, cons = self.rings_table, self.consumers_table
+        tall = self.size.height >= 36
+        avail = self.size.height - 2 - 2 - 1 - (10 if tall else 0)
+        want_r = max(rings.row_count, 1) + 1
+        want_c = max(n_consumers, 1) + 1
+        if want_r + want_c <= avail:
+            h_r, h_c = want_r, want_c
+        else:
+            h_c = min(want_c, max(avail // 3, 3))
+            h_r = max(avail - h_c, 3)
+        h_r = h_r if tall else max(h_r, avail - h_c)
+        # only on a change: a new height means a new layout (a full repaint)
+        if self._heights != (h_r, h_c):
+            self._heights = (h_r, h_c)
+            cons.styles.height = h_c
+            rings.styles.height = h_r
+
+    def _refresh_chart(self) -> None:
+        chart = self.query_one("#chart", PlotextChart)
+        if not chart.display or not self._frames:
+            return
+        t = self._frames[-1].taken_mono_ns
+        last = getattr(self, "_chart_t", None)
+        if (last is not None and 0 <= t - last < CHART_EVERY_NS and not self.fips.paused
+                and chart.size == getattr(self, "_chart_size", None)):
+            return
+        self._chart_t = t
+        self._chart_size = chart.size
+        frames = self._frames[-CHART_FRAMES:]
+        x = History.seconds_ago(frames)
+        chart.set_data(
+            x,
+            [
+                Series("records/s", History.totals_series(frames, "records_per_s"), palette.CHART_RATE),
+                Series("drops/s (ring full)", History.totals_series(frames, "drops_per_s"), palette.CHART_DROPS),
+            ],
+        )
+
+    # -- cells -------------------------------------------------------------------------
+
+    def _spark_matrix(self, kind: str, field: str) -> np.ndarray:
+        """(frames, rows of the shown snapshot) of ``field`` over the last
+        frames, NaN where a row did not exist or had no rate; one pass per
+        frame, vectorised when a frame has the same rows as the shown one."""
+        key = ("matrix", kind, field)
+        hit = self._spark_cache.get(key)
+        if hit is not None:
+            return hit
+        s = self._shown
+        cur = s.rings if kind == "ring" else s.consumers
+        slot = "ring" if kind == "ring" else "consumer"
+        frames = self._frames[-SPARK_FRAMES * 2:]
+        out = np.full((len(frames), cur.size), np.nan)
+        names = [d.name for d in s.domains]
+        for k, f in enumerate(frames):
+            arr = f.rings if kind == "ring" else f.consumers
+            vals = np.where(arr["rates_valid"], arr[field], np.nan) if field.endswith("_per_s") else arr[field]
+            same = (arr.size == cur.size and [d.name for d in f.domains] == names
+                    and np.array_equal(arr["domain"], cur["domain"]) and np.array_equal(arr[slot], cur[slot]))
+            if same:
+                out[k] = vals
+                continue
+            for i in range(cur.size):
+                dn = names[int(cur["domain"][i])]
+                row = f.ring_row(dn, int(cur[slot][i])) if kind == "ring" else f.consumer_row(dn, int(cur[slot][i]))
+                if row is not None:
+                    out[k, i] = vals[row]
+        self._spark_cache[key] = out
+        return out
+
+    def _ring_row(self, i: int) -> dict:
+        r = self._ring_rows_cache.get(i)
+        if r is None:
+            rings = self._shown.rings
+            r = dict(zip(rings.dtype.names, rings[i].item()))
+            self._ring_rows_cache[i] = r
+        return r
+
+    def _cons_row(self, i: int) -> dict:
+        c = self._cons_rows_cache.get(i)
+        if c is None:
+            cons = self._shown.consumers
+            c = dict(zip(cons.dtype.names, cons[i].item()))
+            self._cons_rows_cache[i] = c
+        return c
+
+    def _ring_cell(self, row: int, col: str):
+        s = self._shown
+        i = int(self._ring_perm[row])
+        r = self._ring_row(i)
+        dname = s.domains[int(r["domain"])].name
+        wide = bool(self._wide)
+        if col == "ring":
+            closed = int(r["state"]) == 2
+            return [(fmt.name(dname), "bold" if not closed else palette.LABEL),
+                    (f"/{int(r['ring'])}", palette.LABEL)]
+        if col == "pid":
+            return str(int(r["pid"]))
+        if col == "tid":
+            return str(int(r["tid"]))
+        if col == "thread":
+            name = fmt.name(r["thread_name"]) or "-"
+            if int(r["state"]) == 2:
+                return [(name, palette.LABEL), (" (closed)", palette.LABEL)]
+            return name
+        if col == "fill":
+            pct = float(r["fill_pct"])
+            width = 16 if wide else 8
+            b = fmt.bar(pct / 100.0, width)
+            filled = b.rstrip(" ")
+            return [(filled, palette.fill_style(pct)), ("·" * (width - len(filled)), palette.FILL_EMPTY),
+                    (f" {fmt.pct(pct):>5}", "default")]
+        if col == "rate":
+            width = 16 if wide else 6
+            series = self._spark_matrix("ring", "records_per_s")[:, i]
+            rate = float(r["records_per_s"])
+            val = fmt.si(rate) if r["rates_valid"] else fmt.DASH
+            return [(fmt.sparkline(series, width, top=self._ring_spark_top), palette.RATE_SPARK),
+                    (f" {val:>6}", "bold" if rate else palette.ZERO)]
+        if col == "bytes":
+            v = float(r["bytes_per_s"])
+            return (fmt.size(v) if r["rates_valid"] else fmt.DASH, "default" if v else palette.ZERO)
+        if col == "drops":
+            v = float(r["drops_per_s"])
+            if not r["rates_valid"]:
+                return (fmt.DASH, palette.ZERO)
+            return (fmt.si(v), palette.DROPS) if v > 0 else ("0", palette.ZERO)
+        if col == "dropped":
+            v = int(r["records_dropped"])
+            return (fmt.count(v), palette.DROPS_LEGEND) if v else ("0", palette.ZERO)
+        if col == "claimed":
+            v = int(r["claimed_bytes"])
+            return (fmt.size(v), "default") if v else ("0", palette.ZERO)
+        if col == "high":
+            return fmt.pct(float(r["high_water_pct"]))
+        if col == "lag":
+            lag = int(r["slowest_lag_records"])
+            if lag < 0:
+                return (fmt.DASH, palette.ZERO)
+            ls = float(r["slowest_lag_s"])
+            return [(fmt.count(lag), "default" if lag else palette.ZERO), (" ", None),
+                    (f"{fmt.duration(ls):>5}", palette.lag_style(ls))]
+        if col == "slowest":
+            c = int(r["slowest_consumer"])
+            if c < 0:
+                return (fmt.DASH, palette.ZERO)
+            row_c = s.consumer_row(dname, c)
+            if row_c is None:
+                return str(c)
+            return fmt.name(s.consumers["name"][row_c])
+        return ""
+
+    def _consumer_cell(self, row: int, col: str):
+        s = self._shown
+        i = int(self._cons_perm[row])
+        c = self._cons_row(i)
+        dname = s.domains[int(c["domain"])].name
+        health = Health(int(c["health"])).label
+        active = health in ("alive", "stale")
+        if col == "name":
+            return [(fmt.name(dname), palette.LABEL), ("/", palette.LABEL),
+                    (fmt.name(c["name"]) or "-", "bold" if active else palette.LABEL)]
+        if col == "pid":
+            return str(int(c["pid"]))
+        if col == "state":
+            return (health, palette.HEALTH.get(health, "default"))
+        if col == "heartbeat":
+            age = int(c["heartbeat_age_ns"])
+            return (fmt.age_ns(age), palette.HEALTH["stale"] if health == "stale" else "default")
+        if not active and col in ("lag_max", "lag_mean", "lag_max_s", "lag_mean_s", "release"):
+            return (fmt.DASH, palette.ZERO)
+        if col == "lag_max":
+            v = int(c["lag_max_records"])
+            return (fmt.count(v), "default" if v else palette.ZERO) if v >= 0 else (fmt.DASH, palette.ZERO)
+        if col == "lag_mean":
+            v = float(c["lag_mean_records"])
+            return (fmt.DASH, palette.ZERO) if math.isnan(v) else (fmt.si(v), "default" if v else palette.ZERO)
+        if col in ("lag_max_s", "lag_mean_s"):
+            v = float(c[col])
+            return (fmt.duration(v), palette.lag_style(v))
+        if col == "release":
+            width = 12 if self._wide else 6
+            series = self._spark_matrix("consumer", "release_per_s")[:, i]
+            v = float(c["release_per_s"])
+            val = fmt.si(v) if c["rates_valid"] else fmt.DASH
+            return [(fmt.sparkline(series, width, top=self._cons_spark_top), palette.RATE_SPARK),
+                    (f" {val:>6}", "bold" if v else palette.ZERO)]
+        if col == "readers":
+            return str(int(c["readers"]))
+        if col == "lost":
+            v = int(c["lost_seen"])
+            return (fmt.count(v), palette.DROPS_LEGEND) if v else ("0", palette.ZERO)
+        return ""
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def _focused_table(self) -> tuple[VirtualTable, TableState]:
+        if self.focused is self.consumers_table:
+            return self.consumers_table, self.consumer_state
+        return self.rings_table, self.ring_state
+
+    def action_sort(self) -> None:
+        table, state = self._focused_table()
+        cols = [c for c in table.columns if c.sortable and c.key in table.visible_columns()]
+        keys = [None] + [c.key for c in cols]
+        nxt = keys[(keys.index(state.sort) + 1) % len(keys)] if state.sort in keys else keys[1]
+        self._set_sort(table, state, nxt)
+
+    def _set_sort(self, table: VirtualTable, state: TableState, column: str | None) -> None:
+        state.sort = column
+        col = next((c for c in table.columns if c.key == column), None)
+        state.descending = col.descending if col is not None else True
+        self.refresh_tables()
+
+    def action_reverse(self) -> None:
+        table, state = self._focused_table()
+        if state.sort is None:
+            first = next((c for c in table.columns if c.sortable), None)
+            if first is None:
+                return
+            state.sort = first.key
+            state.descending = first.descending
+        state.descending = not state.descending
+        self.refresh_tables()
+
+    @on(VirtualTable.HeaderClicked)
+    def _header_clicked(self, event: VirtualTable.HeaderClicked) -> None:
+        state = self.consumer_state if event.table is self.consumers_table else self.ring_state
+        if state.sort == event.column:
+            state.descending = not state.descending
+            self.refresh_tables()
+        else:
+            self._set_sort(event.table, state, event.column)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.value = self.filter_text
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        if box.display or self.filter_text:
+            self.filter_text = ""
+            box.value = ""
+            box.display = False
+            self.rings_table.focus()
+            self.refresh_tables()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value.strip()
+        self.refresh_tables()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        self.filter_text = event.value.strip()
+        box = self.query_one("#filter", Input)
+        box.display = False
+        self.rings_table.focus()
+        self.refresh_tables()
+
+    @on(VirtualTable.Highlighted, "#rings")
+    def _ring_highlighted(self, event: VirtualTable.Highlighted) -> None:
+        self.fips.selected_ring = event.key
+
+    @on(VirtualTable.Highlighted, "#consumers")
+    def _consumer_highlighted(self, event: VirtualTable.Highlighted) -> None:
+        self.fips.selected_consumer = event.key
+
+    @on(VirtualTable.Selected, "#rings")
+    def _ring_selected(self, event: VirtualTable.Selected) -> None:
+        self.fips.open_ring(event.key)
+
+    @on(VirtualTable.Selected, "#consumers")
+    def _consumer_selected(self, event: VirtualTable.Selected) -> None:
+        self.fips.open_consumer(event.key)

@@ -1,0 +1,63 @@
+"""The dashboard's colours, in one place (rich style strings).
+
+Rule: red means records lost because a ring was full (drops) and nothing
+else; a row filter (``/``) is shown in cyan and labelled "filter", never
+"drop".  Fill bars are blue, turn yellow, then orange as a ring approaches
+full; only drops are red.  Colours are explicit RGB so that a terminal theme
+cannot map two meanings onto one colour.
+"""
+
+from __future__ import annotations
+
+RATE = "#98c379"  # records/s
+RATE_SPARK = "#5f8f3f"
+BYTES = "default"
+DROPS = "bold #ff4d4f"  # drops/s and dropped totals, only when > 0
+DROPS_LEGEND = "#ff4d4f"
+ZERO = "#5c6370"  # a zero counter, dimmed
+FILTER = "bold #56b6c2"  # the `/` row filter: never the drops colour
+LABEL = "#8a8f98"
+TITLE = "bold"
+LIVE = "bold #98c379"
+PAUSED = "bold #1e1e1e on #e5c07b"
+WARN = "#e5c07b"
+WARN_BOLD = "bold #e5c07b"
+
+FILL_OK = "#61afef"
+FILL_WARN = "#e5c07b"
+FILL_HIGH = "#ff9e3b"
+FILL_EMPTY = "#3e4451"
+
+HEALTH = {
+    "alive": "#98c379",
+    "stale": "bold #e5c07b",
+    "evicted": "bold #c678dd",
+    "closed": "#5c6370",
+    "joining": "#56b6c2",
+}
+
+RING_STATE = {"active": "#98c379", "closed": "#5c6370", "free": "#5c6370"}
+
+#: plotext colours (it takes names or RGB tuples)
+CHART_RATE = (152, 195, 121)
+CHART_DROPS = (255, 77, 79)
+CHART_FILL = (97, 175, 239)
+CHART_LAG = (229, 192, 123)
+
+
+def fill_style(pct: float) -> str:
+    if pct >= 90:
+        return FILL_HIGH
+    if pct >= 60:
+        return FILL_WARN
+    return FILL_OK
+
+
+def lag_style(lag_s: float) -> str:
+    if lag_s != lag_s:  # NaN: unknown
+        return LABEL
+    if lag_s >= 5:
+        return "bold #e5c07b"
+    if lag_s >= 1:
+        return "#e5c07b"
+    return "default"

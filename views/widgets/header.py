@@ -1,0 +1,137 @@
+"""StatusHeader: the two lines at the top of every screen.
+
+Line 1: program, host, domains, uptime, sampling interval, LIVE / PAUSED and
+the time of the frame shown.  Line 2: totals: records/s, bytes/s, drops/s
+(red only when there are drops), rings, consumers by state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widget import Widget
+
+from fipstop.model import Snapshot
+from fipstop.views import format as fmt
+from fipstop.views import palette
+
+
+@dataclass(frozen=True)
+class HeaderState:
+    snapshot: Snapshot | None
+    interval_s: float
+    paused: bool
+    behind: int = 0  # frames between the one shown and the newest
+    frame_no: int = 0
+    frames: int = 0
+    note: str = ""  # e.g. a poll error
+
+
+def header_text(state: HeaderState, width: int = 200) -> Text:
+    s = state.snapshot
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(" fipstop ", style="bold reverse")
+    t.append(" ")
+    if s is None:
+        t.append("waiting for the first sample…", style=palette.LABEL)
+        return t
+    t.append(fmt.name(s.host), style="bold")
+    sep = ("  │  " if width >= 110 else " │ ", palette.LABEL)
+    t.append(*sep)
+    names = [fmt.name(d.name) for d in s.domains]
+    if not names:
+        t.append("no domain", style=palette.LABEL)
+    else:
+        label = ", ".join(names)
+        if len(label) > max(width // 4, 16):
+            label = f"{len(names)} domains"
+        t.append(label, style="bold")
+    if s.domains:
+        t.append(*sep)
+        t.append("up ", style=palette.LABEL)
+        t.append(fmt.duration(max(d.uptime_ns for d in s.domains) / 1e9))
+    t.append(*sep)
+    t.append("every ", style=palette.LABEL)
+    t.append(fmt.duration(state.interval_s))
+    t.append(*sep)
+    if state.paused:
+        t.append(" ❚❚ PAUSED ", style=palette.PAUSED)
+        if state.frames:
+            t.append(f" {state.frame_no}/{state.frames}", style=palette.LABEL)
+            if state.behind:
+                t.append(f" (-{fmt.duration(state.behind * state.interval_s)})", style=palette.LABEL)
+    else:
+        t.append("● LIVE", style=palette.LIVE)
+    t.append("  ")
+    t.append(fmt.clock(s.taken_realtime_ns), style=palette.LABEL)
+    if state.note:
+        t.append("  ")
+        t.append(state.note, style=palette.WARN_BOLD)
+
+    t2 = Text(no_wrap=True, overflow="ellipsis")
+    tot = s.totals
+    narrow = width < 110
+    t2.append(" records ", style=palette.LABEL)
+    t2.append(fmt.si(tot.records_per_s) + "/s", style=palette.RATE + " bold")
+    if not narrow:
+        t2.append("  bytes ", style=palette.LABEL)
+        t2.append(fmt.size(tot.bytes_per_s) + "/s")
+    t2.append("  drops ", style=palette.LABEL)
+    if tot.drops_per_s > 0:
+        t2.append(fmt.si(tot.drops_per_s) + "/s", style=palette.DROPS)
+    else:
+        t2.append("0/s", style=palette.ZERO)
+    t2.append(" (", style=palette.LABEL)
+    t2.append(fmt.count(tot.records_dropped), style=palette.DROPS if tot.records_dropped else palette.ZERO)
+    t2.append(")" if narrow else " total)", style=palette.LABEL)
+    t2.append("  rings ", style=palette.LABEL)
+    t2.append(str(tot.rings))
+    if tot.rings != tot.rings_active and not narrow:
+        t2.append(f" ({tot.rings - tot.rings_active} closed)", style=palette.LABEL)
+    t2.append("  consumers " if not narrow else "  cons ", style=palette.LABEL)
+    t2.append(str(tot.consumers))
+    parts = []
+    if tot.consumers_stale:
+        parts.append((f"{tot.consumers_stale} stale", palette.HEALTH["stale"]))
+    if tot.consumers_evicted:
+        parts.append((f"{tot.consumers_evicted} evicted", palette.HEALTH["evicted"]))
+    if parts:
+        t2.append(" (", style=palette.LABEL)
+        for i, (txt, st) in enumerate(parts):
+            if i:
+                t2.append(", ", style=palette.LABEL)
+            t2.append(txt, style=st)
+        t2.append(")", style=palette.LABEL)
+    if s.errors:
+        t2.append("  ")
+        t2.append(f"{len(s.errors)} unreadable domain" + ("s" if len(s.errors) > 1 else ""), style=palette.WARN_BOLD)
+    t.append("\n")
+    t.append_text(t2)
+    return t
+
+
+class StatusHeader(Widget):
+    DEFAULT_CSS = """
+    StatusHeader {
+        height: 2;
+        width: 1fr;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+        background: $panel;
+        color: $text;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.state: HeaderState | None = None
+
+    def show(self, state: HeaderState) -> None:
+        self.state = state
+        self.refresh()
+
+    def render(self) -> Text:
+        if self.state is None:
+            return Text(" fipstop ", style="bold reverse")
+        return header_text(self.state, self.size.width or 200)
