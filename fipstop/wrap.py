@@ -40,8 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="ring capacity when the domain is created (power of two, e.g. 1M)")
     p.add_argument("--max-rings", type=int, default=256, help="ring slots when the domain is created")
     p.add_argument("--max-record", type=int, default=4096, help="longest record when the domain is created")
-    p.add_argument("--missing", choices=("passthrough", "drop"), default="passthrough",
-                   help="if the domain cannot be opened in the program: call the real syslog (default) or drop and count")
+    p.add_argument("--missing", choices=("passthrough", "drop", "create"), default="passthrough",
+                   help="if the domain cannot be opened in the program (e.g. removed meanwhile): call the real "
+                        "syslog (default), drop and count, or create it again")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...")
     p.set_defaults(func=run)
 

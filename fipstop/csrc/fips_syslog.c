@@ -177,6 +177,8 @@ static inline size_t digit_span(const char *p)
  * the raw format text, with no conversion at all). */
 static const char *defuse_percent_n(const char *fmt, char *out, size_t outlen)
 {
+    /* Most formats (named's "%s%s%s%s%s%s%s%s%s%s") hold no 'n' at all. */
+    if (!strchr(fmt, 'n')) return fmt;
     const char *p = fmt;
     int has_n = 0;
     while ((p = strchr(p, '%')) != NULL) {
