@@ -67,6 +67,8 @@ from typing import Any
 
 from fipstop.bench import rsyslog
 
+from fipstop.bench.results import publish
+
 SCHEMA = 1
 MODES: tuple[str, ...] = ("none", "null_syslog", "file", "syslog", "fips", "fips_nocons")
 OPTIONAL_MODES: tuple[str, ...] = ("fips_tail",)
@@ -111,7 +113,6 @@ DRAIN_SRC = REPO_ROOT / "bench" / "bind" / "drain.c"
 NULLSYSLOG_SRC = REPO_ROOT / "bench" / "bind" / "nullsyslog.c"
 FIPS_SRC = REPO_ROOT / "fipstop" / "csrc" / "fips.c"
 FIPS_HDR = REPO_ROOT / "fipstop" / "csrc" / "fips.h"
-RESULTS_DIR = REPO_ROOT / "bench" / "results"
 CFLAGS = ("-O2", "-std=c11", "-D_GNU_SOURCE", "-pthread")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -1152,29 +1153,7 @@ def main(args: argparse.Namespace) -> int:
         "quality": quality(body["results"]),
         "wall_s": round(body["wall_s"], 2),
     }
-    text = json.dumps(doc, indent=2) + "\n"
-    written: list[Path] = []
-    out = getattr(args, "out", None)
-    if out:
-        p = Path(out)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-        written.append(p)
-    else:
-        try:
-            RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-            stamp = now.strftime("%Y%m%dT%H%M%SZ")
-            for name in (f"bind-{stamp}.json", "bind-latest.json"):
-                (RESULTS_DIR / name).write_text(text, encoding="utf-8")
-                written.append(RESULTS_DIR / name)
-        except OSError as exc:
-            _log(f"cannot write results to {RESULTS_DIR}: {exc}")
-    if getattr(args, "json", False):
-        sys.stdout.write(text)
-    else:
-        print(render_table(doc))
-    for p in written:
-        _log(f"wrote {p}")
+    publish("bind", doc, args, now, render_table, _log)
     return 0
 
 

@@ -52,10 +52,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from fipstop.bench.results import publish
 
 SCHEMA = 1
 SIZES: tuple[int, ...] = (64, 128, 256)
@@ -93,7 +95,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 HARNESS_SRC = REPO_ROOT / "bench" / "ring" / "ringbench.c"
 FIPS_SRC = REPO_ROOT / "fipstop" / "csrc" / "fips.c"
 FIPS_HDR = REPO_ROOT / "fipstop" / "csrc" / "fips.h"
-RESULTS_DIR = REPO_ROOT / "bench" / "results"
 CFLAGS = ("-O2", "-std=c11", "-D_GNU_SOURCE", "-pthread")
 
 
@@ -601,8 +602,13 @@ class Bench:
         domain: str | None = None,
         duration: float | None = None,
         ring_capacity: int | None = None,
+        monitor_argv: Callable[[str], list[str]] | None = None,
     ) -> CaseResult:
-        """fips_c / fips_c_batch / fips_python / fips_python_batch with a C consumer process."""
+        """fips_c / fips_c_batch / fips_python / fips_python_batch with a C consumer process.
+
+        ``monitor``: a monitor attached during the run: the C harness
+        snapshotting at MONITOR_HZ, or ``monitor_argv(domain)`` (a Child:
+        prints 'ready', a JSON line at SIGTERM), e.g. the full dashboard."""
         if case.startswith("fips_python") and self.py_reason:
             return self._skip(case, size, self.py_reason)
         assert self.harness is not None
@@ -635,7 +641,12 @@ class Bench:
             why = cons.wait_ready()
             if why:
                 return self._skip(case, size, f"consumer failed: {why}", "error")
-            if monitor:
+            if monitor and monitor_argv is not None:
+                mon = Child(monitor_argv(dom))
+                why = mon.wait_ready(60.0)
+                if why:
+                    return self._skip(case, size, f"monitor failed: {why}", "error")
+            elif monitor:
                 mon = Child(
                     [
                         str(self.harness),
@@ -687,6 +698,7 @@ class Bench:
         if mon_res:
             detail["monitor_snapshots"] = mon_res.get("snapshots")
             detail["monitor_busy_ns"] = mon_res.get("busy_ns")
+            detail["monitor_result"] = mon_res
         accepted = None
         if p.get("accepted") is None:  # Python single log: producer does not count
             accepted = int(ring["records_committed"]) if "records_committed" in ring else delivered
@@ -1018,16 +1030,28 @@ class Bench:
             return {"status": "error", "skip_reason": why}
         return out
 
-    def run_monitor_ab(self) -> dict[str, Any]:
+    def run_monitor_ab(
+        self,
+        *,
+        name: str = "monitor_overhead_10hz",
+        monitor_argv: Callable[[str], list[str]] | None = None,
+        monitor_desc: str | None = None,
+        duration: float | None = None,
+    ) -> dict[str, Any]:
+        """Producer throughput without / with a monitor attached, interleaved
+        pairs; the monitor is the C harness at MONITOR_HZ unless
+        ``monitor_argv`` gives another (see run_fips)."""
+        ab_duration = duration if duration is not None else self.ab_duration
         res: dict[str, Any] = {
-            "name": "monitor_overhead_10hz",
+            "name": name,
             "case": "fips_c",
             "size_bytes": TARGET_SIZE,
-            "monitor": f"separate C process calling fips_monitor_snapshot at {MONITOR_HZ:g} Hz (unpinned)",
+            "monitor": monitor_desc
+            or f"separate C process calling fips_monitor_snapshot at {MONITOR_HZ:g} Hz (unpinned)",
             "method": "runs interleaved in pairs, order alternating (AB, BA, ...); ratio = records/s with "
             "monitor / without, per pair; reported: median of the pair ratios and the pooled ratio",
             "pairs": self.ab_pairs,
-            "duration_s_per_run": self.ab_duration,
+            "duration_s_per_run": ab_duration,
             "ring_capacity_bytes": AB_RING_CAPACITY,
             "ring_note": "a larger ring than the cases' so that a consumer hiccup (a scheduler slice of other "
             "work) does not turn into drops, which would swamp a 1 % effect",
@@ -1047,8 +1071,9 @@ class Bench:
                     TARGET_SIZE,
                     monitor=with_mon,
                     domain=f"{self.tag}-ab{i}{int(with_mon)}",
-                    duration=self.ab_duration,
+                    duration=ab_duration,
                     ring_capacity=AB_RING_CAPACITY,
+                    monitor_argv=monitor_argv,
                 )
                 if r.status != "ok" or not r.records_per_s:
                     res["status"] = "error"
@@ -1066,6 +1091,8 @@ class Bench:
                         "attempted_per_s": r.attempted_per_s,
                         "drops": r.drops,
                         "monitor_snapshots": r.drop_detail.get("monitor_snapshots"),
+                        **({"monitor_result": r.drop_detail["monitor_result"]}
+                           if monitor_argv is not None and r.drop_detail.get("monitor_result") else {}),
                     }
                 )
             ratios.append(pair[True] / pair[False])
@@ -1567,29 +1594,7 @@ def main(args: argparse.Namespace) -> int:
             "wall_s": round(body["wall_s"], 2),
         }
     )
-    text = json.dumps(doc, indent=2, sort_keys=False) + "\n"
-    out = getattr(args, "out", None)
-    written: list[Path] = []
-    if out:
-        p = Path(out)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-        written.append(p)
-    else:
-        try:
-            RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-            stamp = now.strftime("%Y%m%dT%H%M%SZ")
-            for name in (f"ring-{stamp}.json", "ring-latest.json"):
-                (RESULTS_DIR / name).write_text(text, encoding="utf-8")
-                written.append(RESULTS_DIR / name)
-        except OSError as exc:
-            _log(f"cannot write results to {RESULTS_DIR}: {exc}")
-    if getattr(args, "json", False):
-        sys.stdout.write(text)
-    else:
-        print(render_table(doc))
-    for p in written:
-        _log(f"wrote {p}")
+    publish("ring", doc, args, now, render_table, _log)
     return 0
 
 

@@ -1,0 +1,48 @@
+"""Where benchmark results go, shared by every ``fipstop bench`` command.
+
+Each run writes one JSON document: to ``--out`` when given, else to
+``bench/results/<kind>-<UTC stamp>.json`` and ``<kind>-latest.json`` in the
+repository, so a committed result always carries the command that made it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RESULTS_DIR = REPO_ROOT / "bench" / "results"
+
+
+def publish(kind: str, doc: dict[str, Any], args: Any, now: datetime,
+            render_table: Callable[[dict[str, Any]], str], log: Callable[[str], None]) -> list[Path]:
+    """Write ``doc`` as described above, then print it: the JSON text with
+    ``--json``, else the human table. Returns the files written."""
+    text = json.dumps(doc, indent=2) + "\n"
+    written: list[Path] = []
+    out = getattr(args, "out", None)
+    if out:
+        p = Path(out)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+        written.append(p)
+    else:
+        try:
+            RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+            stamp = now.strftime("%Y%m%dT%H%M%SZ")
+            for name in (f"{kind}-{stamp}.json", f"{kind}-latest.json"):
+                (RESULTS_DIR / name).write_text(text, encoding="utf-8")
+                written.append(RESULTS_DIR / name)
+        except OSError as exc:
+            log(f"cannot write results to {RESULTS_DIR}: {exc}")
+    if getattr(args, "json", False):
+        sys.stdout.write(text)
+    else:
+        print(render_table(doc))
+    for p in written:
+        log(f"wrote {p}")
+    return written
