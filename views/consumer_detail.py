@@ -23,7 +23,7 @@ from fipstop.views import format as fmt
 from fipstop.views import palette
 from fipstop.views.base import FipsScreen
 from fipstop.views.history import History
-from fipstop.views.widgets.chart import PlotextChart, Series
+from fipstop.views.widgets.chart import LineChart, Series
 from fipstop.views.widgets.header import StatusHeader
 from fipstop.views.widgets.textline import TextLine
 from fipstop.views.widgets.table import Column, VirtualTable
@@ -57,8 +57,8 @@ class ConsumerDetailScreen(FipsScreen):
         with Vertical(id="consumer-body"):
             yield TextLine(id="consumer-title", classes="detail-title")
             with Horizontal(id="consumer-charts", classes="charts"):
-                yield PlotextChart("", id="consumer-release-chart")
-                yield PlotextChart("", id="consumer-lag-chart")
+                yield LineChart("", id="consumer-release-chart")
+                yield LineChart("", id="consumer-lag-chart")
             yield TextLine(" Lag per ring", classes="section-title")
             yield VirtualTable(LAG_COLUMNS, id="lag-per-ring")
         yield Footer()
@@ -125,9 +125,9 @@ class ConsumerDetailScreen(FipsScreen):
         frames = self.fips.history.window(self.fips.shown, 300)
         self._frames = frames
         x = History.seconds_ago(frames)
-        self.query_one("#consumer-release-chart", PlotextChart).set_data(
+        self.query_one("#consumer-release-chart", LineChart).set_data(
             x, [Series("released/s", History.consumer_series(frames, domain, slot, "release_per_s"), palette.CHART_RATE)])
-        self.query_one("#consumer-lag-chart", PlotextChart).set_data(
+        self.query_one("#consumer-lag-chart", LineChart).set_data(
             x, [Series("lag, largest of its rings (records)", History.consumer_series(frames, domain, slot, "lag_max_records"), palette.CHART_LAG)])
 
         self._pos = s.positions_of_consumer(domain, slot)

@@ -28,7 +28,7 @@ from fipstop.views import format as fmt
 from fipstop.views import palette
 from fipstop.views.base import FipsScreen
 from fipstop.views.history import History
-from fipstop.views.widgets.chart import PlotextChart, Series
+from fipstop.views.widgets.chart import LineChart, Series
 from fipstop.views.widgets.header import StatusHeader
 from fipstop.views.widgets.textline import TextLine
 from fipstop.views.widgets.table import Column, VirtualTable
@@ -170,6 +170,9 @@ class OverviewScreen(FipsScreen):
         self._cons_rows_cache: dict = {}
         self._heights: tuple[int, int] | None = None
         self._frames: list[Snapshot] = []
+        #: bumped for every frame shown: rows drawn for one version are kept
+        #: by the tables across sorting and filtering
+        self._version = 0
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
@@ -178,7 +181,7 @@ class OverviewScreen(FipsScreen):
             yield VirtualTable(ring_columns(False), id="rings")
             yield TextLine(id="consumers-title", classes="section-title")
             yield VirtualTable(consumer_columns(False), id="consumers")
-            yield PlotextChart("all rings", id="chart")
+            yield LineChart("all rings", id="chart")
         yield Input(placeholder="filter rings and consumers (Enter: keep, Esc: clear)", id="filter")
         yield Footer()
 
@@ -197,6 +200,7 @@ class OverviewScreen(FipsScreen):
             self.query_one("#consumers", VirtualTable).columns = consumer_columns(wide)
             for t in self.query(VirtualTable):
                 t._layout_width = -1
+                t._row_cache.clear()
                 t.refresh()
 
     # -- data ------------------------------------------------------------------------
@@ -216,6 +220,7 @@ class OverviewScreen(FipsScreen):
         if s is None:
             return
         self._shown = s
+        self._version += 1
         self._ring_rows_cache = {}
         self._cons_rows_cache = {}
         self._frames = self.fips.history.window(self.fips.shown, max(CHART_FRAMES, SPARK_FRAMES))
@@ -282,7 +287,7 @@ class OverviewScreen(FipsScreen):
         names = [d.name for d in s.domains]
         keys = [(names[d], r) for d, r in zip(s.rings["domain"][perm].tolist(), s.rings["ring"][perm].tolist())]
         table.set_sort(self.ring_state.sort, self.ring_state.descending)
-        table.set_rows(keys, self._ring_cell)
+        table.set_rows(keys, self._ring_cell, version=self._version, row_ids=perm.tolist())
         self.query_one("#rings-title", TextLine).update(
             self._title("Rings", len(keys), s.rings.size, self.ring_state, table.columns))
         if table.cursor_key is not None:
@@ -297,7 +302,7 @@ class OverviewScreen(FipsScreen):
         keys = [(names[d], c) for d, c in zip(s.consumers["domain"][perm].tolist(),
                                               s.consumers["consumer"][perm].tolist())]
         table.set_sort(self.consumer_state.sort, self.consumer_state.descending)
-        table.set_rows(keys, self._consumer_cell)
+        table.set_rows(keys, self._consumer_cell, version=self._version, row_ids=perm.tolist())
         self._allocate_heights(len(keys))
         self.query_one("#consumers-title", TextLine).update(
             self._title("Consumers", len(keys), s.consumers.size, self.consumer_state, table.columns))
@@ -325,7 +330,7 @@ class OverviewScreen(FipsScreen):
             rings.styles.height = h_r
 
     def _refresh_chart(self) -> None:
-        chart = self.query_one("#chart", PlotextChart)
+        chart = self.query_one("#chart", LineChart)
         if not chart.display or not self._frames:
             return
         t = self._frames[-1].taken_mono_ns

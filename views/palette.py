@@ -38,7 +38,7 @@ HEALTH = {
 
 RING_STATE = {"active": "#98c379", "closed": "#5c6370", "free": "#5c6370"}
 
-#: plotext colours (it takes names or RGB tuples)
+#: chart line colours (RGB tuples)
 CHART_RATE = (152, 195, 121)
 CHART_DROPS = (255, 77, 79)
 CHART_FILL = (97, 175, 239)

@@ -25,7 +25,7 @@ from fipstop.views import format as fmt
 from fipstop.views import palette
 from fipstop.views.base import FipsScreen
 from fipstop.views.history import History
-from fipstop.views.widgets.chart import PlotextChart, Series
+from fipstop.views.widgets.chart import LineChart, Series
 from fipstop.views.widgets.header import StatusHeader
 from fipstop.views.widgets.textline import TextLine
 from fipstop.views.widgets.table import Column, VirtualTable
@@ -122,8 +122,8 @@ class RingDetailScreen(FipsScreen):
         with Vertical(id="ring-body"):
             yield TextLine(id="ring-title", classes="detail-title")
             with Horizontal(id="ring-charts", classes="charts"):
-                yield PlotextChart("", id="ring-rate-chart")
-                yield PlotextChart("", id="ring-fill-chart")
+                yield LineChart("", id="ring-rate-chart")
+                yield LineChart("", id="ring-fill-chart")
             yield TextLine(" Consumers in this ring", classes="section-title")
             yield VirtualTable(POSITION_COLUMNS, id="positions")
             yield TextLine(" Newest records (message tap, escaped)", classes="section-title")
@@ -181,11 +181,11 @@ class RingDetailScreen(FipsScreen):
 
         frames = self.fips.history.window(self.fips.shown, 300)
         x = History.seconds_ago(frames)
-        self.query_one("#ring-rate-chart", PlotextChart).set_data(x, [
+        self.query_one("#ring-rate-chart", LineChart).set_data(x, [
             Series("records/s", History.ring_series(frames, domain, ring, "records_per_s"), palette.CHART_RATE),
             Series("drops/s (ring full)", History.ring_series(frames, domain, ring, "drops_per_s"), palette.CHART_DROPS),
         ])
-        self.query_one("#ring-fill-chart", PlotextChart).set_data(
+        self.query_one("#ring-fill-chart", LineChart).set_data(
             x, [Series("fill %", History.ring_series(frames, domain, ring, "fill_pct"), palette.CHART_FILL)], yfmt=fmt.pct)
 
         self._pos = s.positions_of_ring(domain, ring)

@@ -12,14 +12,23 @@ Measured in one run:
     one ``s`` (sort by the next column) and one filter keystroke with 1024
     rings: the time until the table shows the new order (update + render).
 ``cpu_256_rings_1s``
-    the real program (``FipsTopApp`` on ``LiveSource(RingProbe)``), headless
-    at 200x60 in a child process, sampling a real domain with 256 rings
-    (256 producer threads logging ~20 records/s each, one consumer) every
-    1 s for ~20 s; its CPU (user + system, psutil) over the run after a
-    warm-up, as % of one core.
+    the real program (``FipsTopApp`` on ``LiveSource(RingProbe)``) at
+    200x60 in a child process under a pseudo-terminal (textual's real driver:
+    every update is encoded and written), sampling a real domain with 256
+    rings (256 producer threads logging ~20 records/s each, one consumer)
+    every 1 s for ~20 s; its CPU (user + system, psutil) over the run after
+    a warm-up, as % of one core.  ``cpu_headless``: the same headless (no
+    terminal output), comparable with results before the pty run existed.
+``producer_ab``
+    the ring bench's monitor-overhead A/B (``Bench.run_monitor_ab``: C
+    producer fips_c 128 B pinned to one CPU, a C consumer draining on the
+    other, interleaved pairs AB/BA/...) with the full app under a pty as the
+    monitor; ratio = records/s with the app / without, median of the pairs,
+    with a 95 % interval.
 
 Targets (issue #4): frame and sort/filter "instant" (reported against 50 ms),
-CPU <= 5 % of one core.  Results go to bench/results/ui-<UTC stamp>.json and
+CPU <= 5 % of one core, producer throughput changed by <= 1 % (ratio >= 0.99;
+"inconclusive" when the interval is wider than the effect).  Results go to bench/results/ui-<UTC stamp>.json and
 ui-latest.json (or --out PATH) with the machine and the command.
 """
 
@@ -39,11 +48,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fipstop.bench.results import publish
+
 SCHEMA = 1
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RESULTS_DIR = REPO_ROOT / "bench" / "results"
 FRAME_TARGET_MS = 50.0
 CPU_TARGET_PCT = 5.0
+AB_TARGET = 0.01  # attaching the app changes a producer's throughput by <= 1 %
 
 
 def _log(msg: str) -> None:
@@ -190,25 +201,87 @@ cons.close()
 """
 
 
+def _attach_pty(cols: int, rows: int):
+    """Make fds 0, 1 and 2 a pseudo-terminal of ``cols`` x ``rows`` whose
+    output a thread drains (what a terminal emulator would read), so the app
+    runs its real driver and pays for encoding every update; returns a file
+    on the original stdout for reports."""
+    import fcntl
+    import struct
+    import termios
+    import threading
+
+    report = os.fdopen(os.dup(1), "w", buffering=1)
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    for fd in (0, 1, 2):  # textual's driver writes to stderr
+        os.dup2(slave, fd)
+    os.close(slave)
+    drained = [0]
+
+    def drain() -> None:
+        while True:
+            try:
+                b = os.read(master, 1 << 16)
+            except OSError:
+                return
+            if not b:
+                return
+            drained[0] += len(b)
+
+    threading.Thread(target=drain, daemon=True, name="pty-drain").start()
+    return report, drained
+
+
 def _app_child(ns: argparse.Namespace) -> int:
-    """Run the real dashboard headless for ``seconds`` (child process)."""
+    """Run the real dashboard (child process): headless, or under a pty with
+    the real terminal driver (``--pty``); for ``--seconds`` or, with
+    ``--until-term``, until SIGTERM (then one JSON line: frames and CPU)."""
+    import signal
+
+    report, drained = (_attach_pty(200, 60) if ns.pty else (sys.stdout, None))
     from fipstop.probes.ring import RingProbe
     from fipstop.sources import LiveSource
     from fipstop.views.app import FipsTopApp
 
-    app = FipsTopApp(LiveSource([RingProbe(shm_dir=ns.shm_dir)], ns.interval))
+    domains = [ns.domain] if ns.domain else None
+    app = FipsTopApp(LiveSource([RingProbe(shm_dir=ns.shm_dir, domains=domains)], ns.interval))
+    mark: dict[str, Any] = {}
+
+    def _ready() -> None:
+        mark["t"], mark["cpu"], mark["frames"] = time.monotonic(), os.times(), app.frames_received
+        print("ready" if ns.until_term else "started", file=report, flush=True)
 
     def _started() -> None:
-        print("started", flush=True)
-        app.set_timer(ns.seconds, app.exit)
+        if ns.until_term:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, app.exit)
+            # ready once the first frame is on screen and the start-up work is done
+            app.set_timer(max(ns.interval, 0.5) + 0.5, _ready)
+        else:
+            _ready()
+            app.set_timer(ns.seconds, app.exit)
 
     app.call_later(_started)
-    app.run(headless=True, size=(200, 60))
-    print(f"frames {app.frames_received} rings {app.snapshot.rings.size if app.snapshot else 0}", flush=True)
+    app.run(headless=not ns.pty, size=None if ns.pty else (200, 60))
+    rings = app.snapshot.rings.size if app.snapshot else 0
+    if ns.until_term:
+        t1, c1 = time.monotonic(), os.times()
+        c0 = mark.get("cpu", c1)
+        busy = (c1.user - c0.user) + (c1.system - c0.system)
+        wall = t1 - mark.get("t", t1)
+        print(json.dumps({
+            "role": "fipstop-app", "mode": "pty" if ns.pty else "headless",
+            "frames": app.frames_received - mark.get("frames", 0), "rings": rings,
+            "cpu_s": round(busy, 4), "wall_s": round(wall, 3),
+            "cpu_pct_of_one_core": round(100 * busy / wall, 2) if wall > 0 else None,
+            "terminal_bytes": drained[0] if drained else None,
+        }), file=report, flush=True)
+    else:
+        print(f"frames {app.frames_received} rings {rings}", file=report, flush=True)
     return 0
 
 
-def _cpu(n_rings: int, seconds: float, interval: float, warmup: float) -> dict[str, Any]:
+def _cpu(n_rings: int, seconds: float, interval: float, warmup: float, pty: bool = False) -> dict[str, Any]:
     import psutil
 
     py = sys.executable
@@ -221,7 +294,7 @@ def _cpu(n_rings: int, seconds: float, interval: float, warmup: float) -> dict[s
                 return {"status": "error", "reason": f"producer did not start ({line!r})"}
             child = subprocess.Popen(
                 [py, "-m", "fipstop.bench.ui", "_app", "--shm-dir", shm, "--interval", str(interval),
-                 "--seconds", str(seconds + warmup)],
+                 "--seconds", str(seconds + warmup)] + (["--pty"] if pty else []),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 env={**os.environ, "TERM": "xterm-256color"},
             )
@@ -267,10 +340,81 @@ def _cpu(n_rings: int, seconds: float, interval: float, warmup: float) -> dict[s
         "rss_mib": round(rss / (1 << 20), 1),
         "app_output": out.strip(),
         "producer_cpu_pct": round(100 * pbusy / wall, 2),
-        "method": "child process: FipsTopApp(LiveSource([RingProbe])) run headless at 200x60; "
-                  "psutil cpu_times of that process over the measured window after the warm-up; "
+        "mode": "pty" if pty else "headless",
+        "method": "child process: FipsTopApp(LiveSource([RingProbe])) at 200x60, "
+                  + ("under a pseudo-terminal with textual's real driver (every update encoded and written; "
+                     "a thread of the same process drains the pty, counted in) " if pty else
+                     "headless (textual composes every update but writes nothing) ")
+                  + "; psutil cpu_times of that process over the measured window after the warm-up; "
                   "the domain: 256 producer threads (Python binding) logging ~20 records/s each, one consumer",
     }
+
+
+# --------------------------------------------------------------------------- #
+# producer throughput with and without the full app attached (A/B)
+# --------------------------------------------------------------------------- #
+
+
+def _producer_ab(pairs: int, duration: float, interval: float, pty: bool) -> dict[str, Any]:
+    """The ring bench's monitor-overhead A/B (fipstop.bench.ring
+    ``Bench.run_monitor_ab``: C producer ``fips_c`` 128 B pinned to one CPU, a
+    C consumer draining on the other, interleaved pairs AB/BA/...) with the
+    full dashboard as the monitor instead of the C snapshot loop."""
+    from fipstop.bench import ring as rb
+
+    ns = argparse.Namespace(quick=False, duration=duration, cases=None, sizes=None, reps=None, nice=None,
+                            shm_dir=None)
+    bench = rb.Bench(ns)
+    try:
+        bench.harness, bench.harness_reason, bench.build_info = rb.build_harness()
+        if bench.harness is None:
+            return {"status": "skipped", "reason": bench.harness_reason}
+        bench.ab_pairs = pairs
+
+        def argv(domain: str) -> list[str]:
+            return [sys.executable, "-m", "fipstop.bench.ui", "_app", "--shm-dir", str(bench.shm_dir),
+                    "--domain", domain, "--interval", f"{interval:g}", "--until-term"] + (["--pty"] if pty else [])
+
+        res = bench.run_monitor_ab(
+            name="app_overhead",
+            monitor_argv=argv,
+            monitor_desc=f"the full dashboard (FipsTopApp on LiveSource(RingProbe), {interval:g} s interval, "
+                         + ("under a 200x60 pseudo-terminal with textual's real driver" if pty else
+                            "headless at 200x60") + "), a separate unpinned process, started and ready (first "
+                         "frame on screen) before the producer starts",
+            duration=duration,
+        )
+    finally:
+        bench.cleanup()
+    res["interval_s"] = interval
+    res["mode"] = "pty" if pty else "headless"
+    res["producer_pinning"] = bench.pin_note
+    if res.get("status") == "ok":
+        import math
+
+        res["ratio"] = round(res["ratio_median"], 5)
+        logs = [math.log(res["pair_ratios"][i]) for i in res["pairs_used"]]
+        if len(logs) >= 2:
+            # 95 % interval of the geometric mean ratio (t quantiles for small n)
+            t95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}.get(
+                len(logs) - 1, 2.2)
+            m, sd = statistics.mean(logs), statistics.stdev(logs)
+            half = t95 * sd / math.sqrt(len(logs))
+            res["ratio_geomean"] = round(math.exp(m), 5)
+            res["ratio_ci95"] = [round(math.exp(m - half), 5), round(math.exp(m + half), 5)]
+        apps = [r["monitor_result"] for r in res["runs"] if r.get("monitor_result")]
+        if apps:
+            res["app_cpu_pct_during_runs"] = round(statistics.median(a["cpu_pct_of_one_core"] for a in apps), 2)
+            res["app_frames_per_run"] = [a["frames"] for a in apps]
+        res["pairs_detail"] = [
+            {"pair": i, "without_records_per_s": next(r["records_per_s"] for r in res["runs"]
+                                                      if r["pair"] == i and not r["monitor"]),
+             "with_app_records_per_s": next(r["records_per_s"] for r in res["runs"] if r["pair"] == i and r["monitor"]),
+             "ratio": round(res["pair_ratios"][i], 5),
+             "order": "A then B" if i % 2 == 0 else "B then A"}
+            for i in range(len(res["pair_ratios"]))
+        ]
+    return res
 
 
 # --------------------------------------------------------------------------- #
@@ -301,9 +445,34 @@ def render_table(doc: dict[str, Any]) -> str:
                      f"{c['cpu_pct_of_one_core']:.2f} % of one core (RSS {c['rss_mib']} MiB)")
     else:
         lines.append(f"  CPU: {c.get('status')}: {c.get('reason')}")
+    ch = doc.get("cpu_headless") or {}
+    if ch.get("status") == "ok":
+        lines.append(f"  the same headless (no terminal output): {ch['cpu_pct_of_one_core']:.2f} % of one core")
+    ab = doc.get("producer_ab") or {}
+    if ab.get("status") == "ok":
+        lines.append(f"  producer fips_c {ab['size_bytes']} B with / without the app attached: ratio "
+                     f"{ab['ratio_median']:.4f} (median of {len(ab['pair_ratios'])} pairs, pooled "
+                     f"{ab['ratio_pooled']:.4f}, 95 % interval {ab.get('ratio_ci95')}, "
+                     f"spread {ab['spread_pct']:.2f} %)")
+    else:
+        lines.append(f"  producer A/B: {ab.get('status')}: {ab.get('reason') or ab.get('skip_reason')}")
     for t in doc["targets"]:
         lines.append(f"  target {t['name']}: {t['target']}  measured {t['measured']}  {t['verdict']}")
     return "\n".join(lines)
+
+
+def _ab_verdict(ab: dict[str, Any]) -> str:
+    """pass / fail when the 95 % interval of the ratio settles it; otherwise
+    the median's side of the target, marked as not resolved by the noise."""
+    if ab.get("status") != "ok":
+        return str(ab.get("status"))
+    lo, hi = ab.get("ratio_ci95") or (ab["ratio_median"], ab["ratio_median"])
+    if lo >= 1 - AB_TARGET:
+        return "pass"
+    if hi < 1 - AB_TARGET:
+        return "fail"
+    side = "pass" if ab["ratio_median"] >= 1 - AB_TARGET else "fail"
+    return f"inconclusive (median says {side}; the 95 % interval {lo:.3f}-{hi:.3f} is wider than the 1 % target)"
 
 
 def main(args: argparse.Namespace) -> int:
@@ -318,9 +487,20 @@ def main(args: argparse.Namespace) -> int:
     seconds = 3.0 if quick else 20.0
     _log(f"CPU of the app on a real domain of 256 rings, {seconds:g} s ...")
     try:
-        cpu = _cpu(256, seconds, 1.0, 2.0 if quick else 3.0)
+        cpu = _cpu(256, seconds, 1.0, 2.0 if quick else 3.0, pty=True)
     except Exception as exc:  # report, do not crash the whole bench
         cpu = {"status": "error", "reason": " ".join(f"{type(exc).__name__}: {exc}".split())}
+    _log(f"the same, headless (no terminal output), {seconds:g} s ...")
+    try:
+        cpu_headless = _cpu(256, seconds, 1.0, 2.0 if quick else 3.0, pty=False)
+    except Exception as exc:
+        cpu_headless = {"status": "error", "reason": " ".join(f"{type(exc).__name__}: {exc}".split())}
+    pairs, ab_s = (3, 2.0) if quick else (8, 4.0)
+    _log(f"producer throughput with / without the app attached, {pairs} interleaved pairs of {ab_s:g} s ...")
+    try:
+        ab = _producer_ab(pairs, ab_s, 1.0, pty=True)
+    except Exception as exc:
+        ab = {"status": "error", "reason": " ".join(f"{type(exc).__name__}: {exc}".split())}
     targets = [
         {"name": "frame_1024_rings_p95_ms", "target": f"<= {FRAME_TARGET_MS:g}",
          "measured": frame["frame_ms"]["p95"],
@@ -334,6 +514,9 @@ def main(args: argparse.Namespace) -> int:
          "measured": cpu.get("cpu_pct_of_one_core"),
          "verdict": ("pass" if cpu.get("cpu_pct_of_one_core", 1e9) <= CPU_TARGET_PCT else "fail")
          if cpu.get("status") == "ok" else cpu.get("status")},
+        {"name": "producer_throughput_with_app_ratio", "target": f">= {1 - AB_TARGET:g} (<= 1 % change)",
+         "measured": ab.get("ratio"), "ci95": ab.get("ratio_ci95"),
+         "verdict": _ab_verdict(ab)},
     ]
     doc = {
         "bench": "ui",
@@ -345,32 +528,12 @@ def main(args: argparse.Namespace) -> int:
         "quick": quick,
         "frame": frame,
         "cpu": cpu,
+        "cpu_headless": cpu_headless,
+        "producer_ab": ab,
         "targets": targets,
         "wall_s": round(time.monotonic() - t_start, 2),
     }
-    text = json.dumps(doc, indent=2) + "\n"
-    written: list[Path] = []
-    out = getattr(args, "out", None)
-    if out:
-        p = Path(out)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-        written.append(p)
-    else:
-        try:
-            RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-            stamp = now.strftime("%Y%m%dT%H%M%SZ")
-            for name in (f"ui-{stamp}.json", "ui-latest.json"):
-                (RESULTS_DIR / name).write_text(text, encoding="utf-8")
-                written.append(RESULTS_DIR / name)
-        except OSError as exc:
-            _log(f"cannot write results to {RESULTS_DIR}: {exc}")
-    if getattr(args, "json", False):
-        sys.stdout.write(text)
-    else:
-        print(render_table(doc))
-    for p in written:
-        _log(f"wrote {p}")
+    publish("ui", doc, args, now, render_table, _log)
     return 0
 
 
@@ -381,6 +544,9 @@ def _child_main(argv: list[str]) -> int:
     a.add_argument("--shm-dir", required=True)
     a.add_argument("--interval", type=float, default=1.0)
     a.add_argument("--seconds", type=float, default=20.0)
+    a.add_argument("--domain", default=None)
+    a.add_argument("--until-term", action="store_true")
+    a.add_argument("--pty", action="store_true")
     ns = p.parse_args(argv)
     return _app_child(ns)
 

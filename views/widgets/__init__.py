@@ -1,2 +1,2 @@
 """Widgets shared by the screens: the virtualised table, the status header,
-the plotext chart and the message tap."""
+the line chart and the message tap."""

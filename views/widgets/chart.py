@@ -1,9 +1,16 @@
-"""PlotextChart: a plotext line chart drawn to fit the widget.
+"""LineChart: a line chart drawn with quadrant blocks to fit the widget.
 
-plotext is pinned to 5.2.8 (plotext 6 removed the API this uses).  Its
-output is ANSI text; it reaches textual through ``Text.from_ansi`` so no
-escape byte is left in the segments (raw ESC bytes would break SVG export).
-plotext keeps global state: charts are built on the UI thread only.
+The chart (axes, tick labels, one coloured line per series) is rasterised
+with numpy straight into textual ``Strip``s: a frame of the overview chart
+costs about a millisecond, where building it with plotext and parsing its
+ANSI output back cost 20-30 ms (the largest part of the dashboard's CPU).
+The look is plotext's "hd" marker: 2x2 pixels per cell drawn with quadrant
+block characters (every terminal font with block elements has them; braille
+is finer but missing from many fonts), y ticks on the left, x ticks below.
+
+Lines are drawn in series order: where two series share a cell, the later
+one's colour and pixels win.  NaN values (no rate yet, row absent) are left
+out rather than drawn as 0; the line joins the points around them.
 """
 
 from __future__ import annotations
@@ -12,23 +19,24 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual.strip import Strip
 from textual.widget import Widget
 
 from fipstop.views import format as fmt
 
-
-#: plotext marker: "hd" draws with quadrant blocks (2x2 per cell), which
-#: every terminal font with block elements has; braille (2x4) is finer but
-#: missing from many fonts (Fira Code among them) and then misaligns.
-MARKER = "hd"
+#: quadrant block for the 4-bit pixel mask (1 upper-left, 2 upper-right, 4 lower-left, 8 lower-right)
+QUADRANTS = " ▘▝▀▖▌▞▛▗▚▐▜▄▙▟█"
 
 
 @dataclass(frozen=True)
 class Series:
     label: str
     values: Sequence[float]
-    color: tuple[int, int, int]  # RGB (plotext and the legend)
+    color: tuple[int, int, int]  # RGB (line and legend)
 
 
 def nice_ticks(top: float, n: int = 4) -> list[float]:
@@ -45,42 +53,108 @@ def nice_ticks(top: float, n: int = 4) -> list[float]:
     return [i * step for i in range(k + 1)]
 
 
-def build_chart(width: int, height: int, x: Sequence[float], series: Sequence[Series], *,
-                yfmt: Callable[[float], str] = fmt.si, xlabel: str = "", title: str = "") -> str:
-    """The chart as ANSI text (plotext)."""
-    import plotext as plt
+def _x_label(v: float) -> str:
+    return "now" if abs(v) < 1e-9 else fmt.duration(-v) if v < 0 else fmt.duration(v)
 
-    plt.clear_figure()
-    # plotext caps the size at the terminal it sees (80x24 when headless)
-    plt.limitsize(False, False)
-    plt.plotsize(max(width, 10), max(height, 4))
-    plt.theme("clear")
-    if title:
-        plt.title(title)
+
+def _raster(px: np.ndarray, py: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pixels of the polyline through (px, py) (integers), every segment
+    joined by its ``max(|dx|, |dy|) + 1`` rounded steps."""
+    if px.size == 1:
+        return px, py
+    dx = np.diff(px)
+    dy = np.diff(py)
+    steps = np.maximum(np.abs(dx), np.abs(dy))
+    n = steps + 1
+    seg = np.repeat(np.arange(dx.size), n)
+    k = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    frac = k / np.maximum(steps[seg], 1)
+    xs = np.rint(px[seg] + dx[seg] * frac).astype(np.int64)
+    ys = np.rint(py[seg] + dy[seg] * frac).astype(np.int64)
+    return xs, ys
+
+
+def chart_lines(width: int, height: int, x: Sequence[float], series: Sequence[Series], *,
+                yfmt: Callable[[float], str] = fmt.si) -> list[list[tuple[str, tuple[int, int, int] | None]]]:
+    """The chart as ``height`` lines of ``width`` cells, each line a list of
+    ``(text, rgb or None)`` runs (None: the axis colour)."""
+    xa = np.asarray(x, dtype=np.float64)
+    data = []
     top = 0.0
     for s in series:
-        # NaN (no rate yet, row absent) is left out rather than drawn as 0
-        pts = [(float(a), float(v)) for a, v in zip(x, s.values) if v is not None and not math.isnan(v)]
-        if not pts:
-            continue
-        top = max(top, max(v for _, v in pts))
-        # no plotext legend (it would cover the lines): the border title is the legend
-        plt.plot([a for a, _ in pts], [v for _, v in pts], color=s.color, marker=MARKER)
+        v = np.asarray(s.values, dtype=np.float64)[: xa.size]
+        ok = ~np.isnan(v)
+        if ok.any():
+            top = max(top, float(v[ok].max()))
+            data.append((xa[: v.size][ok], v[ok], s.color))
     ticks = nice_ticks(top, 3 if height < 10 else 4)
-    plt.ylim(0, ticks[-1])
-    plt.yticks(ticks, [yfmt(t) for t in ticks])
-    if x:
-        lo, hi = min(x), max(x)
-        span = hi - lo
-        if span > 0:
-            n = 4 if width < 60 else 6
-            xt = [lo + span * i / n for i in range(n + 1)]
-            plt.xticks(xt, ["now" if abs(v) < 1e-9 else f"{fmt.duration(-v)}" if v < 0 else fmt.duration(v)
-                            for v in xt])
-            plt.xlim(lo, hi)
-    if xlabel:
-        plt.xlabel(xlabel)
-    return plt.build()
+    labels = [yfmt(t) for t in ticks]
+    lw = max(len(t) for t in labels)
+    rows = max(height - 3, 1)  # top border, bottom border with x ticks, x labels
+    cols = max(width - lw - 2, 1)
+    ymax = ticks[-1]
+    lo, hi = (float(xa.min()), float(xa.max())) if xa.size else (0.0, 1.0)
+    span = hi - lo if hi > lo else 1.0
+
+    # pixels: 2 per cell each way; y grows downwards
+    mask = np.zeros((rows, cols), dtype=np.int64)
+    colour = np.full((rows, cols), -1, dtype=np.int64)
+    for idx, (sx, sv, _rgb) in enumerate(data):
+        px = np.rint((sx - lo) / span * (2 * cols - 1)).astype(np.int64)
+        py = np.rint((1.0 - np.clip(sv / ymax, 0.0, 1.0)) * (2 * rows - 1)).astype(np.int64)
+        xs, ys = _raster(px, py)
+        xs = np.clip(xs, 0, 2 * cols - 1)
+        ys = np.clip(ys, 0, 2 * rows - 1)
+        bits = np.zeros((rows, cols), dtype=np.int64)
+        np.bitwise_or.at(bits, (ys // 2, xs // 2), 1 << ((ys % 2) * 2 + (xs % 2)))
+        hit = bits > 0
+        mask[hit] = bits[hit]  # the later series wins a shared cell
+        colour[hit] = idx
+
+    tick_rows = {}
+    for t, lab in zip(ticks, labels):
+        r = int(round((1.0 - t / ymax) * (rows - 1)))
+        tick_rows.setdefault(r, lab)
+
+    out: list[list[tuple[str, tuple[int, int, int] | None]]] = []
+    out.append([(" " * lw + "┌" + "─" * cols + "┐", None)])
+    chars = np.array(list(QUADRANTS))
+    for r in range(rows):
+        lab = tick_rows.get(r)
+        line: list[tuple[str, tuple[int, int, int] | None]] = [
+            ((lab.rjust(lw) + "┤") if lab is not None else (" " * lw + "│"), None)]
+        text = "".join(chars[mask[r]].tolist())
+        c = colour[r]
+        # runs of one colour (-1: blank)
+        cuts = np.flatnonzero(np.diff(c)) + 1
+        starts = [0, *cuts.tolist()]
+        ends = [*cuts.tolist(), cols]
+        for a, b in zip(starts, ends):
+            ci = int(c[a])
+            line.append((text[a:b], data[ci][2] if ci >= 0 else None))
+        line.append(("│", None))
+        out.append(line)
+
+    # bottom border with x ticks, then the x labels centred under them
+    n_xt = 4 if width < 60 else 6
+    tick_cols = sorted({int(round(i / n_xt * (cols - 1))) for i in range(n_xt + 1)}) if xa.size > 1 else []
+    border = ["─"] * cols
+    for tc in tick_cols:
+        border[tc] = "┬"
+    out.append([(" " * lw + "└" + "".join(border) + "┘", None)])
+    lab_line = [" "] * width
+    last_end = -1
+    for i, tc in enumerate(tick_cols):
+        lab = _x_label(lo + span * tc / max(cols - 1, 1)) if i not in (0, len(tick_cols) - 1) else \
+            _x_label(lo if i == 0 else hi)
+        centre = lw + 1 + tc
+        start = min(max(centre - len(lab) // 2, 0), width - len(lab))
+        if start <= last_end or start < 0:
+            continue  # no room: leave this label out rather than overwrite
+        lab_line[start:start + len(lab)] = list(lab)
+        last_end = start + len(lab)
+    out.append([("".join(lab_line), None)])
+    return out[:height]
 
 
 def legend(title: str, series: Sequence[Series]) -> Text:
@@ -95,9 +169,9 @@ def legend(title: str, series: Sequence[Series]) -> Text:
     return t
 
 
-class PlotextChart(Widget):
+class LineChart(Widget):
     DEFAULT_CSS = """
-    PlotextChart {
+    LineChart {
         height: 12;
         width: 1fr;
         background: $surface;
@@ -116,7 +190,7 @@ class PlotextChart(Widget):
         self._x: list[float] = []
         self._series: list[Series] = []
         self._yfmt: Callable[[float], str] = fmt.si
-        self._cache: tuple[tuple, Text] | None = None
+        self._cache: tuple[tuple, list[Strip]] | None = None
         self._version = 0
         self.empty_text = "collecting samples…"
 
@@ -130,15 +204,32 @@ class PlotextChart(Widget):
         self._version += 1
         self.refresh()
 
-    def render(self) -> Text:
-        w, h = self.content_size.width, self.content_size.height
-        if w < 12 or h < 4:
-            return Text("")
-        if len(self._x) < 2:
-            return Text(self.empty_text, style="italic dim")
-        key = (w, h, self._version)
+    def _strips(self, w: int, h: int) -> list[Strip]:
+        base = self.rich_style
+        key = (w, h, self._version, base)
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
-        text = Text.from_ansi(build_chart(w, h, self._x, self._series, yfmt=self._yfmt), no_wrap=True)
-        self._cache = (key, text)
-        return text
+        if w < 12 or h < 4:
+            strips = []
+        elif len(self._x) < 2:
+            strips = [Strip([Segment(self.empty_text[:w], base + Style(italic=True, dim=True))])]
+        else:
+            styles: dict = {None: base}
+            strips = []
+            for line in chart_lines(w, h, self._x, self._series, yfmt=self._yfmt):
+                segs = []
+                for text, rgb in line:
+                    st = styles.get(rgb)
+                    if st is None:
+                        st = styles[rgb] = base + Style.parse(f"rgb({rgb[0]},{rgb[1]},{rgb[2]})")
+                    segs.append(Segment(text, st))
+                strips.append(Strip(segs))
+        self._cache = (key, strips)
+        return strips
+
+    def render_line(self, y: int) -> Strip:
+        w, h = self.content_size.width, self.content_size.height
+        strips = self._strips(w, h)
+        if 0 <= y < len(strips):
+            return strips[y].adjust_cell_length(w, self.rich_style)
+        return Strip.blank(w, self.rich_style)

@@ -195,6 +195,11 @@ class VirtualTable(ScrollView, can_focus=True):
         self.sort_descending = True
         self.empty_text = "nothing to show"
         self._pass_styles = None
+        self._row_version: Any = None
+        self._row_ids: Sequence[Any] | None = None
+        #: (row id, cursor?) -> Strip of the current data version and layout
+        self._row_cache: dict[tuple[Any, bool], Strip] = {}
+        self._row_cache_key: tuple = ()
 
     # -- data ----------------------------------------------------------------------
 
@@ -212,16 +217,26 @@ class VirtualTable(ScrollView, can_focus=True):
     def keys(self) -> Sequence[Any]:
         return self._keys
 
-    def set_rows(self, keys: Sequence[Any], cell: Callable[[int, str], Cell]) -> None:
+    def set_rows(self, keys: Sequence[Any], cell: Callable[[int, str], Cell], *,
+                 version: Any = None, row_ids: Sequence[Any] | None = None) -> None:
         """Show ``len(keys)`` rows; ``cell(row, column_key)`` draws one cell.
-        The cursor stays on the row with the same key when there is one."""
+        The cursor stays on the row with the same key when there is one.
+
+        ``version`` and ``row_ids`` (optional) let the table keep the lines
+        it drew: while ``version`` stays the same (same data, only a new
+        order or filter), a row whose ``row_ids[row]`` was drawn before is
+        not drawn again."""
         old = self.cursor_key
+        if version is None or version != self._row_version:
+            self._row_cache.clear()
+        self._row_version = version
+        self._row_ids = row_ids if version is not None else None
         self._keys = keys
         self._cell = cell
         row = self.cursor_row
         if old is not None:
             try:
-                row = list(keys).index(old)
+                row = keys.index(old) if isinstance(keys, list) else list(keys).index(old)
             except ValueError:
                 row = min(self.cursor_row, len(keys) - 1)
         self._set_virtual()
@@ -319,7 +334,8 @@ class VirtualTable(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         self._ensure_layout()
         width = self.scrollable_content_region.width or self.size.width
-        base, header_st, sorted_st, cursor_st, empty_st = self._styles()
+        styles = self._styles()
+        base, header_st, sorted_st, cursor_st, empty_st = styles
         if y == 0:
             return self._header(width, base, header_st, sorted_st)
         row = int(self.scroll_offset.y) + y - 1
@@ -328,24 +344,60 @@ class VirtualTable(ScrollView, can_focus=True):
                 st = base + empty_st
                 return Strip([Segment(set_cell_size(" " + self.empty_text, width), st)], width)
             return Strip([Segment(" " * width, base)], width)
-        row_style = base
-        if row == self.cursor_row:
-            row_style = base + cursor_st
-        segs: list[Segment] = []
+        cursor = row == self.cursor_row
+        ids = self._row_ids
+        ck = None
+        if ids is not None:
+            # a new layout or new styles (focus, theme) draw every row again
+            key = (width, self._layout_width, styles)
+            if key != self._row_cache_key:
+                self._row_cache.clear()
+                self._row_cache_key = key
+            ck = (ids[row], cursor)
+            hit = self._row_cache.get(ck)
+            if hit is not None:
+                return hit
+        strip = self._draw_row(row, width, base + cursor_st if cursor else base)
+        if ck is not None:
+            self._row_cache[ck] = strip
+        return strip
+
+    def _draw_row(self, row: int, width: int, row_style: Style) -> Strip:
+        # adjacent spans of the same style become one segment: fewer segments
+        # make every later step (textual's styles, compositor, terminal) cheaper
+        texts: list[str] = []
+        styles: list[Style] = []
+        combined: dict[Any, Style] = {}
         x = 0
         for col, cx, w in self._layout:
             if cx > x:
-                segs.append(Segment(" " * (cx - x), row_style))
+                texts.append(" " * (cx - x))
+                styles.append(row_style)
             try:
                 cell = self._cell(row, col.key)
             except Exception as exc:  # a bad cell must not take the screen down
                 cell = (f"<{type(exc).__name__}>", "#e5c07b")
             for text, st in fit(cell, w, col.align):
-                segs.append(Segment(text, row_style + st if st is not _EMPTY else row_style))
+                if st is _EMPTY:
+                    style = row_style
+                else:
+                    style = combined.get(st)
+                    if style is None:
+                        style = combined[st] = row_style + st
+                if styles and styles[-1] is style:
+                    texts[-1] += text
+                else:
+                    texts.append(text)
+                    styles.append(style)
             x = cx + w
         if x < width:
-            segs.append(Segment(" " * (width - x), row_style))
-        return Strip(segs, width).crop(0, width)
+            if styles and styles[-1] is row_style:
+                texts[-1] += " " * (width - x)
+            else:
+                texts.append(" " * (width - x))
+                styles.append(row_style)
+        strip = Strip([Segment(t, st) for t, st in zip(texts, styles)], width if x <= width else None)
+        return strip.crop(0, width) if x > width else strip
 
     def _header(self, width: int, base: Style, header_st: Style, sorted_st: Style) -> Strip:
         hs = base + header_st
