@@ -51,7 +51,7 @@ def pick_domain(name: str | None, shm_dir: str | None) -> str:
     names = list_domains(shm_dir)
     where = resolve_shm_dir(shm_dir)
     if not names:
-        raise FipsError(f"no fips domain in {where}: start one with `fipstop wrap` or `fipstop demo`")
+        raise FipsError(f"no fips domain in {where}: start one with `fipstop wrap -- CMD` (or `make demo` in the source tree)")
     if len(names) > 1:
         raise FipsError(f"several domains in {where} ({', '.join(names)}): choose one with --domain")
     return names[0]

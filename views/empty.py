@@ -29,8 +29,8 @@ def empty_text(shm_dir: str, unavailable: str = "", errors=(), interval_s: float
         t.append(" for files named fips.<domain>.\n\n", style=palette.LABEL)
     t.append("Start one:\n\n", style="bold")
     rows = [
-        ("fipstop demo", "the whole pipeline on this machine: producers, an IPS consumer, drops under load"),
         ("fipstop wrap -- CMD", "run CMD with its syslog(3) going into a domain (LD_PRELOAD shim)"),
+        ("make demo", "in the source tree: a C producer and consumer, private domain"),
         ("examples/producer demo 30 4", "a C program logging through libfips (make examples)"),
     ]
     for cmd, what in rows:

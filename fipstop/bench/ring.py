@@ -47,6 +47,7 @@ import shutil
 import signal
 import socket
 import statistics
+import math
 import struct
 import subprocess
 import sys
@@ -1163,10 +1164,12 @@ class Bench:
         snap = self.run_snapshot()
         _log("monitor overhead A/B ...")
         ab = self.run_monitor_ab()
+        _log("monitor overhead, isolated from the consumer ...")
+        iso = run_monitor_isolated(self.shm_dir, 2 if self.tiny else (6 if self.quick else 16))
         return {
             "results": results,
-            "monitor": [snap, ab],
-            "targets": _targets(results, snap, ab),
+            "monitor": [snap, ab, iso],
+            "targets": _targets(results, snap, ab, iso),
             "wall_s": time.monotonic() - started,
         }
 
@@ -1326,6 +1329,64 @@ def _add_ratios(results: list[CaseResult]) -> list[CaseResult]:
     return out
 
 
+MONITOR_AB_SRC = REPO_ROOT / "bench" / "ring" / "monitor_ab.c"
+
+
+def median_ci(values: Sequence[float]) -> tuple[float, float, float]:
+    """Median and a ~95 % distribution-free interval for it: the order
+    statistics at ranks n/2 -+ 0.98 sqrt(n) (binomial, sign-test style)."""
+    v = sorted(values)
+    n = len(v)
+    med = statistics.median(v)
+    k = max(0, int(n / 2 - 0.98 * math.sqrt(n)))
+    return med, v[k], v[min(n - 1, n - 1 - k)]
+
+
+def run_monitor_isolated(shm_dir: Path, pairs: int) -> dict[str, Any]:
+    """What a monitor costs a producer without a concurrent consumer's noise
+    (bench/ring/monitor_ab.c): paired runs into a ring emptied in between,
+    with and without a monitor process snapshotting at 10 Hz, and back to
+    back (an upper bound). Ratio = throughput with / without."""
+    cc = os.environ.get("CC", "cc")
+    if shutil.which(cc) is None or not MONITOR_AB_SRC.is_file():
+        return {"name": "monitor_overhead_isolated", "status": "skipped",
+                "skip_reason": "no C compiler or bench/ring/monitor_ab.c"}
+    with tempfile.TemporaryDirectory(prefix="fipstop-mab-") as tmp:
+        binary = Path(tmp) / "monitor_ab"
+        cmd = [cc, *CFLAGS, "-I", str(FIPS_HDR.parent), str(MONITOR_AB_SRC), str(FIPS_SRC), "-o", str(binary)]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if res.returncode != 0:
+            return {"name": "monitor_overhead_isolated", "status": "skipped",
+                    "skip_reason": "build failed: " + _one_line(res.stderr, 240)}
+        records = 400_000
+        out: dict[str, Any] = {
+            "name": "monitor_overhead_isolated",
+            "status": "ok",
+            "method": "monitor_ab.c: producer pinned to CPU 0 logs 10 x 400k records of 128 B per run into a 64 MiB "
+                      "ring that a consumer in the same process empties (untimed) before each fill, so no "
+                      "concurrent consumer and no drop; runs with and without a monitor process (CPU 1) "
+                      "alternate AB/BA; ratio = throughput with / without per pair; interval = ~95 % "
+                      "order-statistic interval of the median",
+            "build_command": shlex.join(cmd),
+            "records_per_run": records * 10,
+            "pairs": pairs,
+        }
+        for label, hz in (("10hz", 10.0), ("back_to_back", 0.0)):
+            run = subprocess.run([str(binary), str(shm_dir), str(records), f"{hz:g}", str(pairs)],
+                                 capture_output=True, text=True, timeout=900)
+            if run.returncode != 0:
+                return {**out, "status": "skipped", "skip_reason": _one_line(run.stderr, 240)}
+            ratios = []
+            for line in run.stdout.splitlines():
+                parts = line.split()
+                if len(parts) == 4 and parts[0] == "pair":
+                    without_ns, with_ns = int(parts[2]), int(parts[3])
+                    ratios.append(without_ns / with_ns)
+            med, lo, hi = median_ci(ratios)
+            out[label] = {"hz": hz, "ratio_median": med, "ratio_ci95": [lo, hi], "pair_ratios": ratios}
+        return out
+
+
 def _target(
     tid: str, desc: str, metric: str, op: str, target: float, measured: float | None, unit: str, reason: str = ""
 ) -> Target:
@@ -1335,7 +1396,9 @@ def _target(
     return Target(tid, desc, metric, op, target, measured, unit, ok, reason)
 
 
-def _targets(results: list[CaseResult], snap: dict[str, Any], ab: dict[str, Any]) -> list[Target]:
+def _targets(
+    results: list[CaseResult], snap: dict[str, Any], ab: dict[str, Any], iso: dict[str, Any] | None = None
+) -> list[Target]:
     by = {(r.case, r.size_bytes): r for r in results}
 
     def rate(case: str) -> tuple[float | None, str]:
@@ -1418,6 +1481,23 @@ def _targets(results: list[CaseResult], snap: dict[str, Any], ab: dict[str, Any]
             str(p.get("skip_reason") or snap.get("skip_reason") or ""),
         )
     )
+    if iso and iso.get("status") == "ok":
+        # The isolated measurement decides; pass/fail only when its interval
+        # settles the 1 % question, else "not decided" with the interval.
+        m = iso["10hz"]
+        lo, hi = m["ratio_ci95"]
+        change = abs(m["ratio_median"] - 1.0) * 100.0
+        decided = True if (lo >= 0.99 and hi <= 1.01) else False if (hi < 0.99 or lo > 1.01) else None
+        ts.append(Target(
+            "monitor_overhead_10hz",
+            f"a monitor snapshotting at {MONITOR_HZ:g} Hz changes a C producer's {TARGET_SIZE} B throughput by "
+            "at most 1 % (isolated from consumer noise)",
+            "|median(with/without) - 1| in %", "<=", 1.0, change, "%", decided,
+            "" if decided is not None else
+            f"not decided: ~95 % interval of the ratio {lo:.3f}..{hi:.3f} is wider than the 1 % asked "
+            f"(machine noise); back-to-back snapshots: median {iso['back_to_back']['ratio_median']:.3f}",
+        ))
+        return ts
     change = ab.get("change_pct") if ab.get("status") == "ok" else None
     ts.append(
         _target(
@@ -1494,6 +1574,17 @@ def render_table(doc: dict[str, Any]) -> str:
                     )
                 else:
                     lines.append(f"snapshot, 1024 rings ({k}): {s.get('status')}: {s.get('skip_reason')}")
+        elif m["name"] == "monitor_overhead_isolated":
+            if m.get("status") != "ok":
+                lines.append(f"monitor, isolated: {m.get('status')}: {m.get('skip_reason')}")
+                continue
+            for k in ("10hz", "back_to_back"):
+                r = m[k]
+                lines.append(
+                    f"monitor ({k.replace('_', ' ')}), isolated from the consumer: with/without = "
+                    f"{r['ratio_median']:.4f} (~95 % interval {r['ratio_ci95'][0]:.3f}..{r['ratio_ci95'][1]:.3f}, "
+                    f"{len(r['pair_ratios'])} pairs)"
+                )
         else:
             if m.get("status") != "ok":
                 lines.append(f"monitor at 10 Hz: {m.get('status')}: {m.get('skip_reason')}")

@@ -269,7 +269,7 @@ async def test_empty_state_then_a_domain_appears() -> None:
         await pilot.pause()
         assert isinstance(app.screen, EmptyScreen)
         text = app.screen.query_one("#empty-text").render().plain
-        assert "fipstop demo" in text and "fipstop wrap -- CMD" in text and "/dev/shm" in text
+        assert "make demo" in text and "fipstop wrap -- CMD" in text and "/dev/shm" in text
         await pilot.press("2")  # nothing to open
         assert isinstance(app.screen, EmptyScreen)
         app.accept_frame(src.poll())

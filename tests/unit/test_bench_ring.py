@@ -92,12 +92,18 @@ def test_ratios_are_consistent(tiny_run: tuple[dict, str]) -> None:
 def test_monitor_measurements_and_targets(tiny_run: tuple[dict, str]) -> None:
     doc, _ = tiny_run
     names = [m["name"] for m in doc["monitor"]]
-    assert names == ["monitor_snapshot_1024_rings", "monitor_overhead_10hz"]
+    assert names == ["monitor_snapshot_1024_rings", "monitor_overhead_10hz", "monitor_overhead_isolated"]
     for m in doc["monitor"]:
         assert m["status"] in ("ok", "skipped", "error")
         if m["status"] != "ok":
             assert m["skip_reason"]
-    snap, ab = doc["monitor"]
+    snap, ab, iso = doc["monitor"]
+    if iso["status"] == "ok":
+        for k in ("10hz", "back_to_back"):
+            r = iso[k]
+            assert len(r["pair_ratios"]) == iso["pairs"]
+            lo, hi = r["ratio_ci95"]
+            assert lo <= r["ratio_median"] <= hi
     if snap["status"] == "ok" and snap["c"].get("status") == "ok":
         assert _is_num(snap["c"]["us_p50"]) and _is_num(snap["c"]["us_p99"])
         assert snap["c"]["active_rings"] == ring.SNAP_RINGS
@@ -117,8 +123,8 @@ def test_monitor_measurements_and_targets(tiny_run: tuple[dict, str]) -> None:
     for t in doc["targets"]:
         assert t["op"] in (">=", "<=")
         assert t["passed"] in (True, False, None)
-        if t["passed"] is None:
-            assert t["measured"] is None and t["reason"]
+        if t["passed"] is None:  # not measured, or measured but not decided by its interval
+            assert t["reason"]
         else:
             assert _is_num(t["measured"])
 
@@ -175,3 +181,9 @@ def test_missing_source_tree_is_a_reason(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setattr(ring, "HARNESS_SRC", tmp_path / "nope.c")
     binary, why, _ = ring.build_harness(tmp_path)
     assert binary is None and "not found" in why
+
+
+def test_median_ci_brackets_the_median() -> None:
+    med, lo, hi = ring.median_ci([1.0, 0.9, 1.1, 1.05, 0.95, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97, 1.0, 1.0, 1.04, 0.96, 1.0])
+    assert lo <= med <= hi and med == 1.0
+    assert ring.median_ci([2.0]) == (2.0, 2.0, 2.0)

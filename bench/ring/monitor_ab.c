@@ -1,0 +1,136 @@
+/*
+ * monitor_ab — what a monitor costs a producer, isolated from consumer noise.
+ *
+ * The ring bench's monitor A/B runs a producer against a draining consumer,
+ * whose scheduling swings the producer's rate by tens of percent between
+ * runs: a 1 % effect drowns.  Here each timed run logs into a ring that holds
+ * the whole run and was emptied before it (no concurrent consumer, no drop),
+ * so the rate depends only on the producer and on what a monitor does to its
+ * cache lines.  Runs with
+ * and without a monitor process (fips_monitor_snapshot at HZ, on the other
+ * CPU) alternate in pairs AB/BA/...; each pair gives with/without.
+ *
+ * usage: monitor_ab DIR RECORDS HZ PAIRS   (HZ 0 = snapshot back to back)
+ * prints one line per pair: "pair K without_ns with_ns" (ns for REPS x RECORDS)
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "fips.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RECORD 128
+#define REPS 10 /* timed fills per run, the ring emptied (untimed) between them */
+
+static void pin(int cpu)
+{
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(cpu, &s);
+    sched_setaffinity(0, sizeof s, &s); /* best effort */
+}
+
+static void monitor_loop(const char *dir, double hz)
+{
+    pin(1);
+    fips_monitor *m;
+    char eb[256];
+    if (fips_monitor_open(&m, dir, "mab", 0, eb, sizeof eb) != 0) _exit(3);
+    const struct fips_layout_header *h = fips_monitor_header(m);
+    fips_snapshot s = {0};
+    s.rings = calloc(h->max_rings, sizeof *s.rings);
+    s.consumers = calloc(h->max_consumers, sizeof *s.consumers);
+    s.pos = calloc((size_t)h->max_rings * h->max_consumers, sizeof *s.pos);
+    struct timespec nap = {0, hz > 0 ? (long)(1e9 / hz) : 0};
+    for (;;) {
+        fips_monitor_snapshot(m, &s);
+        if (hz > 0) nanosleep(&nap, NULL);
+    }
+}
+
+/* One domain for every run: its ring is faulted in once, and between runs a
+ * consumer (in this process, untimed) releases everything, so each timed run
+ * writes into warm, empty memory and never meets a full ring. */
+static fips_domain *dom;
+static fips_consumer *drain;
+
+static void setup(const char *dir)
+{
+    fips_domain_unlink(dir, "mab");
+    fips_domain_opts o;
+    fips_domain_opts_init(&o);
+    o.max_rings = 64;
+    o.ring_capacity = 1u << 26; /* 64 MiB */
+    o.create = 2;
+    if (fips_domain_open(&dom, dir, "mab", &o) != 0) { fprintf(stderr, "open failed\n"); exit(2); }
+    if (fips_consumer_open(&drain, dom, "drain") != 0) { fprintf(stderr, "consumer failed\n"); exit(2); }
+}
+
+static void drain_all(void)
+{
+    fips_batch b;
+    while (fips_consumer_read(drain, &b, 1u << 16) == 0) fips_consumer_release(drain, &b);
+}
+
+static long long run(const char *dir, long records, int with_monitor, double hz)
+{
+    char buf[RECORD];
+    memset(buf, 'x', sizeof buf);
+    drain_all();
+    pid_t mon = -1;
+    if (with_monitor) {
+        mon = fork();
+        if (mon == 0) monitor_loop(dir, hz);
+        usleep(20000);
+    }
+    long long total = 0;
+    for (int rep = 0; rep < REPS; rep++) { /* ~REPS x 15 ms per run */
+        if (rep) drain_all();
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (long i = 0; i < records; i++)
+            if (fips_log(dom, buf, sizeof buf) != 0) { fprintf(stderr, "dropped: ring too small\n"); exit(2); }
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        total += (b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec);
+    }
+    if (mon > 0) { kill(mon, SIGKILL); waitpid(mon, NULL, 0); }
+    return total;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s DIR RECORDS HZ PAIRS\n", argv[0]);
+        return 2;
+    }
+    const char *dir = argv[1];
+    long records = atol(argv[2]);
+    double hz = atof(argv[3]);
+    int pairs = atoi(argv[4]);
+    if (records <= 0 || (unsigned long long)records * (24 + RECORD) > (1ull << 26) - 4096 || pairs <= 0) {
+        fprintf(stderr, "%s: RECORDS must fit one 64 MiB ring\n", argv[0]);
+        return 2;
+    }
+    pin(0);
+    setup(dir);
+    for (int w = 0; w < 3; w++) run(dir, records, 0, hz); /* fault the ring in, warm up */
+    for (int k = 0; k < pairs; k++) {
+        long long without, with;
+        if (k % 2 == 0) { without = run(dir, records, 0, hz); with = run(dir, records, 1, hz); }
+        else { with = run(dir, records, 1, hz); without = run(dir, records, 0, hz); }
+        printf("pair %d %lld %lld\n", k, without, with);
+        fflush(stdout);
+    }
+    fips_consumer_close(drain);
+    fips_domain_close(dom);
+    fips_domain_unlink(dir, "mab");
+    return 0;
+}
