@@ -81,6 +81,18 @@ static void sc_plain(void)
     CHECK(errno == EACCES, "errno changed by syslog: %d", errno);
 }
 
+/* named's query-log call: only %s conversions (the shim concatenates those
+ * without vsnprintf), with literal text, an empty string and a NULL. */
+static void sc_concat(void)
+{
+    const char *volatile nil = NULL; /* hidden from -Wformat */
+    syslog(LOG_INFO, "%s%s%s%s%s%s%s%s%s%s", "client ", "@0x7f00 ", "", "127.0.0.1#5353 ", "(q.example)",
+           ": query: ", "q.example IN A", "", " +E(0)", " (127.0.0.1)");
+    syslog(LOG_NOTICE, "lit %s mid %s end", "a", nil);
+    syslog(LOG_INFO, "%s", "");
+    syslog(LOG_INFO, "no conversions at all");
+}
+
 static void sc_openlog(void)
 {
     openlog("myident", LOG_PID, LOG_DAEMON);
@@ -283,6 +295,7 @@ int main(int argc, char **argv)
     printf("pid=%d\n", (int)getpid());
     if (!strcmp(s, "plain")) sc_plain();
     else if (!strcmp(s, "openlog")) sc_openlog();
+    else if (!strcmp(s, "concat")) sc_concat();
     else if (!strcmp(s, "mask")) sc_mask();
     else if (!strcmp(s, "vsyslog")) sc_vsyslog();
     else if (!strcmp(s, "percent_n")) sc_percent_n();

@@ -253,6 +253,19 @@ def test_plain_formatting_and_percent_m(prog: Path, ring: Ring) -> None:
     assert recs[0].ts_ns <= recs[1].ts_ns <= recs[2].ts_ns
 
 
+def test_only_percent_s_formats_are_concatenated_exactly(prog: Path, ring: Ring) -> None:
+    """named's "%s%s%s%s%s%s%s%s%s%s" takes the shim's memcpy path: same bytes
+    as vsnprintf, NULL printed as glibc does."""
+    r = run_prog(prog, "concat", env=shim_env(ring.shm))
+    assert r.rc == 0, r.stderr
+    assert ring.payloads() == [
+        pri(LOG_USER, LOG_INFO) + IDENT + b": client @0x7f00 127.0.0.1#5353 (q.example): query: q.example IN A +E(0) (127.0.0.1)",
+        pri(LOG_USER, LOG_NOTICE) + IDENT + b": lit a mid (null) end",
+        pri(LOG_USER, LOG_INFO) + IDENT + b": ",
+        pri(LOG_USER, LOG_INFO) + IDENT + b": no conversions at all",
+    ]
+
+
 def test_openlog_ident_pid_facility_and_closelog(prog: Path, ring: Ring) -> None:
     r = run_prog(prog, "openlog", env=shim_env(ring.shm))
     assert r.rc == 0, r.stderr
@@ -667,7 +680,7 @@ def test_drop_sends_nothing_to_the_real_syslog(progs: dict[str, Path], devlog: D
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("scenario", ["plain", "openlog", "mask", "vsyslog", "control", "perror"])
+@pytest.mark.parametrize("scenario", ["plain", "concat", "openlog", "mask", "vsyslog", "control", "perror"])
 def test_shim_payloads_match_glibc(prog: Path, devlog: DevLog, shm_dir: Path, scenario: str) -> None:
     """Without the shim, glibc sends "<PRI>TIMESTAMP IDENT[PID]: MSG" to /dev/log;
     with it the ring gets the same bytes minus the timestamp."""
