@@ -664,7 +664,6 @@ static uint64_t refresh_floor(struct tls_ring *t, uint64_t need_end)
     fips_domain *d = t->d;
     struct fips_layout_ring *ctl = t->ctl;
     uint32_t r = t->idx;
-    uint64_t seen_mask_prev = 0;
     uint64_t floor = 0, floor_seq = 0;
     for (int round = 0; round < 4 + (int)d->max_consumers; round++) {
         uint64_t seen_mask = 0;
@@ -715,9 +714,7 @@ static uint64_t refresh_floor(struct tls_ring *t, uint64_t need_end)
         for (uint32_t c = 0; c < d->max_consumers && c < 64; c++)
             if (LD32(&d->cons[c].state, seq_cst) == FIPS_CONS_ACTIVE) again |= 1ull << c;
         if ((again & ~seen_mask) == 0) break;
-        seen_mask_prev = seen_mask;
     }
-    (void)seen_mask_prev;
     uint64_t used = t->head - floor;
     if (used > LD(&ctl->high_water_bytes, relaxed)) ST(&ctl->high_water_bytes, used, relaxed);
     t->limit = floor;
