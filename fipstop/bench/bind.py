@@ -47,7 +47,6 @@ import datetime as _dt
 import hashlib
 import json
 import os
-import platform
 import random
 import re
 import select
@@ -67,7 +66,7 @@ from typing import Any
 
 from fipstop.bench import rsyslog
 
-from fipstop.bench.results import publish
+from fipstop.bench.results import machine_info, publish
 
 SCHEMA = 1
 MODES: tuple[str, ...] = ("none", "null_syslog", "file", "syslog", "fips", "fips_nocons")
@@ -135,34 +134,6 @@ def _find(prog: str) -> str | None:
 # --------------------------------------------------------------------------- #
 # machine, tools
 # --------------------------------------------------------------------------- #
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _machine() -> dict[str, Any]:
-    u = os.uname()
-    try:
-        affinity = sorted(os.sched_getaffinity(0))
-    except OSError:
-        affinity = []
-    return {
-        "hostname": socket.gethostname(),
-        "kernel": u.release,
-        "arch": u.machine,
-        "cpu_model": _cpu_model(),
-        "nproc": os.cpu_count(),
-        "cpus_allowed": affinity,
-        "python": sys.version.split()[0],
-    }
-
-
 def _version(argv: list[str], pattern: str) -> str | None:
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
@@ -1137,7 +1108,7 @@ def main(args: argparse.Namespace) -> int:
         body = bench.run()
     finally:
         bench.cleanup()
-    machine = _machine()
+    machine = machine_info()
     machine["loadavg_at_start"] = load_start
     machine["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     doc = {

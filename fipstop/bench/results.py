@@ -8,6 +8,9 @@ repository, so a committed result always carries the command that made it.
 from __future__ import annotations
 
 import json
+import os
+import platform
+import socket
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -16,6 +19,37 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_info() -> dict[str, Any]:
+    """What every result records about the machine it ran on."""
+    u = os.uname()
+    try:
+        affinity = sorted(os.sched_getaffinity(0))
+    except OSError:
+        affinity = []
+    return {
+        "hostname": socket.gethostname(),
+        "kernel": u.release,
+        "arch": u.machine,
+        "cpu_model": cpu_model(),
+        "nproc": os.cpu_count(),
+        "cpus_allowed": affinity,
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "loadavg_at_end": list(os.getloadavg()),
+    }
 
 
 def publish(kind: str, doc: dict[str, Any], args: Any, now: datetime,

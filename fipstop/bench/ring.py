@@ -40,12 +40,10 @@ import gc
 import hashlib
 import json
 import os
-import platform
 import select
 import shlex
 import shutil
 import signal
-import socket
 import statistics
 import math
 import struct
@@ -58,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fipstop.bench.results import publish
+from fipstop.bench.results import machine_info, publish
 
 SCHEMA = 1
 SIZES: tuple[int, ...] = (64, 128, 256)
@@ -179,42 +177,12 @@ def _record_bytes(size: int, seq: int) -> bytes:
     return head + b"x" * (size - len(head) - 1) + b"\n"
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def _cc_version(cc: str) -> str:
     try:
         out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=10)
         return out.stdout.splitlines()[0] if out.stdout else ""
     except (OSError, subprocess.SubprocessError):
         return ""
-
-
-def _machine() -> dict[str, Any]:
-    u = os.uname()
-    try:
-        affinity = sorted(os.sched_getaffinity(0))
-    except OSError:
-        affinity = []
-    return {
-        "hostname": socket.gethostname(),
-        "kernel": u.release,
-        "arch": u.machine,
-        "cpu_model": _cpu_model(),
-        "nproc": os.cpu_count(),
-        "cpus_allowed": affinity,
-        "python": sys.version.split()[0],
-        "python_implementation": platform.python_implementation(),
-        "loadavg_at_end": list(os.getloadavg()),
-    }
 
 
 def _fs_type(path: Path) -> str:
@@ -1677,7 +1645,7 @@ def main(args: argparse.Namespace) -> int:
             "schema": SCHEMA,
             "command": getattr(args, "command_line", None) or _command_line(),
             "date": now.isoformat().replace("+00:00", "Z"),
-            "machine": _machine(),
+            "machine": machine_info(),
             "params": bench.params(),
             "results": body["results"],
             "monitor": body["monitor"],

@@ -476,7 +476,7 @@ def _ab_verdict(ab: dict[str, Any]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from fipstop.bench.ring import _machine
+    from fipstop.bench.results import machine_info
 
     quick = bool(getattr(args, "quick", False))
     now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
@@ -523,7 +523,7 @@ def main(args: argparse.Namespace) -> int:
         "schema": SCHEMA,
         "command": getattr(args, "command_line", None) or _command_line(),
         "date": now.isoformat().replace("+00:00", "Z"),
-        "machine": _machine(),
+        "machine": machine_info(),
         "loadavg_at_start": load_start,
         "quick": quick,
         "frame": frame,
