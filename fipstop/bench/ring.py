@@ -1133,7 +1133,7 @@ class Bench:
         _log("monitor overhead A/B ...")
         ab = self.run_monitor_ab()
         _log("monitor overhead, isolated from the consumer ...")
-        iso = run_monitor_isolated(self.shm_dir, 2 if self.tiny else (6 if self.quick else 16))
+        iso = run_monitor_isolated(self.shm_dir, 2 if self.tiny else (8 if self.quick else 64))
         return {
             "results": results,
             "monitor": [snap, ab, iso],
