@@ -125,40 +125,7 @@ class build_ext(_build_ext):
         ext = self._binding()
         out_dir = self._lib_build_dir()
         target = os.path.join(out_dir, SONAME)
-        depends = LIB_SOURCES + sorted(glob.glob("fipstop/csrc/*.h"))
-
-        if self.force or newer_group(depends, target, missing="newer"):
-            tmp = os.path.join(self.build_temp, "libfips")
-            os.makedirs(tmp, exist_ok=True)
-            os.makedirs(out_dir, exist_ok=True)
-            version_script = os.path.join(tmp, "libfips.map")
-            with open(version_script, "w", encoding="ascii") as f:
-                f.write(VERSION_SCRIPT)
-
-            compiler = self._lib_compiler()
-            objects = compiler.compile(
-                LIB_SOURCES,
-                output_dir=tmp,
-                include_dirs=list(ext.include_dirs),
-                extra_postargs=list(ext.extra_compile_args),
-                depends=depends,
-                debug=self.debug,
-            )
-            compiler.link_shared_object(
-                objects,
-                SONAME,
-                output_dir=out_dir,
-                libraries=list(ext.libraries),
-                library_dirs=list(ext.library_dirs),
-                extra_postargs=[
-                    f"-Wl,-soname,{SONAME}",
-                    f"-Wl,--version-script={version_script}",
-                    "-Wl,--no-undefined",
-                    *ext.extra_link_args,
-                ],
-                debug=self.debug,
-                target_lang="c",
-            )
+        self._build_shared(LIB_SOURCES, SONAME, VERSION_SCRIPT, out_dir, ext, [], soname=SONAME)
         _symlink(SONAME, os.path.join(out_dir, LINKNAME))
         self._build_shared(SHIM_SOURCES, SHIM, SHIM_VERSION_SCRIPT, out_dir, ext, ["dl"])
         for header, out in zip(PUBLIC_HEADERS, self._header_outputs()):
@@ -173,8 +140,8 @@ class build_ext(_build_ext):
             for out in self._header_outputs():
                 _replace_copy(out, os.path.join(inc, os.path.basename(out)))
 
-    def _build_shared(self, sources, name, version_script_text, out_dir, ext, extra_libs) -> None:
-        """Build one plain shared object (no soname) when its sources changed."""
+    def _build_shared(self, sources, name, version_script_text, out_dir, ext, extra_libs, soname=None) -> None:
+        """Build one shared object (with a soname if given) when its sources changed."""
         target = os.path.join(out_dir, name)
         depends = list(sources) + sorted(glob.glob("fipstop/csrc/*.h"))
         if not (self.force or newer_group(depends, target, missing="newer")):
@@ -201,6 +168,7 @@ class build_ext(_build_ext):
             libraries=[*ext.libraries, *extra_libs],
             library_dirs=list(ext.library_dirs),
             extra_postargs=[
+                *([f"-Wl,-soname,{soname}"] if soname else []),
                 f"-Wl,--version-script={version_script}",
                 "-Wl,--no-undefined",
                 *ext.extra_link_args,

@@ -8,9 +8,14 @@ every path that shows such text goes through these functions.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 _UNSAFE_CATEGORIES = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
+# Printable ASCII other than the backslash needs no escaping: most log lines
+# are exactly that, and skip the per-character loop.
+_PLAIN_TEXT = re.compile(r"[\x20-\x5b\x5d-\x7e]*\Z")
+_PLAIN_BYTES = re.compile(rb"[\x20-\x5b\x5d-\x7e]*\Z")
 
 
 def escape_text(text: str) -> str:
@@ -19,6 +24,8 @@ def escape_text(text: str) -> str:
     doubled so that the literal text ``\\x1b`` cannot pass for an escaped ESC.
     Markup like ``[bold]`` is left as literal characters: callers show the
     result as plain text, never as markup."""
+    if _PLAIN_TEXT.match(text):
+        return text
     out = []
     for ch in text:
         o = ord(ch)
@@ -39,4 +46,7 @@ def escape_bytes(data: bytes | bytearray | memoryview) -> str:
     """A record's payload as safe text: valid UTF-8 is kept (then escaped as
     above), every byte that is not becomes ``\\xNN``. Byte-exact data stays in
     the ring; only what is shown is escaped."""
-    return escape_text(bytes(data).decode("utf-8", errors="surrogateescape"))
+    raw = bytes(data)
+    if _PLAIN_BYTES.match(raw):
+        return raw.decode("ascii")
+    return escape_text(raw.decode("utf-8", errors="surrogateescape"))

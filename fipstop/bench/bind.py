@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import hashlib
 import json
 import os
 import random
@@ -66,6 +65,7 @@ from typing import Any
 
 from fipstop.bench import rsyslog
 
+from fipstop.bench.cbuild import build_c
 from fipstop.bench.results import machine_info, publish
 
 SCHEMA = 1
@@ -143,62 +143,14 @@ def _version(argv: list[str], pattern: str) -> str | None:
     return m.group(1).strip() if m else None
 
 
-def _build(name: str, sources: tuple[Path, ...], extra: tuple[str, ...] = (),
-           cache_dir: Path | None = None) -> tuple[Path | None, str | None, dict[str, Any]]:
-    """Compile sources (cc -O2 ...) into build/bench/NAME-HASH, cached by content;
-    (binary, None, info) or (None, reason, info)."""
-    cc = os.environ.get("CC", "cc")
-    flags = (*CFLAGS, *extra)
-    info: dict[str, Any] = {"cc": cc, "cflags": list(flags)}
-    for src in (*sources, FIPS_HDR):
-        if not src.is_file():
-            return None, f"{src} not found (the bench needs a source tree)", info
-    if shutil.which(cc) is None:
-        return None, f"C compiler {cc!r} not found", info
-    h = hashlib.sha256(" ".join(flags).encode())
-    for src in (*sources, FIPS_HDR):
-        h.update(src.read_bytes())
-    key = h.hexdigest()[:16]
-    dirs = [cache_dir] if cache_dir else [REPO_ROOT / "build" / "bench"]
-    dirs.append(Path(tempfile.gettempdir()) / f"fipstop-bench-{os.getuid()}")
-    last = "no writable build directory"
-    for d in dirs:
-        binary = d / f"{name}-{key}"
-        if binary.is_file() and os.access(binary, os.R_OK):
-            info.update(binary=str(binary), cached=True)
-            return binary, None, info
-        try:
-            d.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            last = f"cannot create {d}: {exc}"
-            continue
-        tmp = d / f".{name}-{key}.{os.getpid()}"
-        cmd = [cc, *flags, "-I", str(FIPS_HDR.parent), *map(str, sources), "-o", str(tmp)]
-        info["build_command"] = shlex.join(cmd)
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        except (OSError, subprocess.SubprocessError) as exc:
-            return None, f"{name} build failed: {exc}", info
-        if res.returncode != 0:
-            return None, f"{name} build failed: " + _one_line(res.stderr, 240), info
-        try:
-            os.replace(tmp, binary)
-        except OSError as exc:
-            last = f"cannot write {binary}: {exc}"
-            continue
-        info.update(binary=str(binary), cached=False)
-        return binary, None, info
-    return None, last, info
-
-
 def build_drain(cache_dir: Path | None = None) -> tuple[Path | None, str | None, dict[str, Any]]:
     """bench/bind/drain.c + fips.c: the C consumer of mode fips."""
-    return _build("binddrain", (DRAIN_SRC, FIPS_SRC), cache_dir=cache_dir)
+    return build_c("binddrain", (DRAIN_SRC, FIPS_SRC), cache_dir=cache_dir)
 
 
 def build_nullsyslog(cache_dir: Path | None = None) -> tuple[Path | None, str | None, dict[str, Any]]:
     """bench/bind/nullsyslog.c: the no-op syslog(3) preload of mode null_syslog."""
-    return _build("libnullsyslog", (NULLSYSLOG_SRC,), ("-shared", "-fPIC"), cache_dir=cache_dir)
+    return build_c("libnullsyslog", (NULLSYSLOG_SRC,), ("-shared", "-fPIC"), cache_dir=cache_dir)
 
 
 # --------------------------------------------------------------------------- #

@@ -37,7 +37,6 @@ import argparse
 import dataclasses
 import datetime as _dt
 import gc
-import hashlib
 import json
 import os
 import select
@@ -56,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fipstop.bench.cbuild import build_c
 from fipstop.bench.results import machine_info, publish
 
 SCHEMA = 1
@@ -177,14 +177,6 @@ def _record_bytes(size: int, seq: int) -> bytes:
     return head + b"x" * (size - len(head) - 1) + b"\n"
 
 
-def _cc_version(cc: str) -> str:
-    try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=10)
-        return out.stdout.splitlines()[0] if out.stdout else ""
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
 def _fs_type(path: Path) -> str:
     try:
         best, fstype = "", "unknown"
@@ -205,60 +197,7 @@ def _fs_type(path: Path) -> str:
 # --------------------------------------------------------------------------- #
 def build_harness(cache_dir: Path | None = None) -> tuple[Path | None, str | None, dict[str, Any]]:
     """Compile ringbench.c + fips.c; returns (binary, None, info) or (None, reason, info)."""
-    cc = os.environ.get("CC", "cc")
-    info: dict[str, Any] = {"cc": cc, "cflags": list(CFLAGS)}
-    for src in (HARNESS_SRC, FIPS_SRC, FIPS_HDR):
-        if not src.is_file():
-            rel = src.relative_to(REPO_ROOT) if src.is_relative_to(REPO_ROOT) else src
-            return None, f"{rel} not found (bench needs a source tree)", info
-    if shutil.which(cc) is None:
-        return None, f"C compiler {cc!r} not found", info
-    info["cc_version"] = _cc_version(cc)
-    h = hashlib.sha256()
-    for part in (info["cc_version"], " ".join(CFLAGS)):
-        h.update(part.encode())
-    for src in (HARNESS_SRC, FIPS_SRC, FIPS_HDR):
-        h.update(src.read_bytes())
-    key = h.hexdigest()[:16]
-    candidates = [cache_dir] if cache_dir else [REPO_ROOT / "build" / "bench"]
-    candidates.append(Path(tempfile.gettempdir()) / f"fipstop-bench-{os.getuid()}")
-    last_err = "no writable build directory"
-    for d in candidates:
-        binary = d / f"ringbench-{key}"
-        if binary.is_file() and os.access(binary, os.X_OK):
-            info["binary"] = str(binary)
-            info["cached"] = True
-            return binary, None, info
-        try:
-            d.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            last_err = f"cannot create {d}: {exc}"
-            continue
-        tmp = d / f".ringbench-{key}.{os.getpid()}"
-        cmd = [cc, *CFLAGS, "-I", str(FIPS_HDR.parent), str(HARNESS_SRC), str(FIPS_SRC), "-o", str(tmp)]
-        info["build_command"] = shlex.join(cmd)
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        except (OSError, subprocess.SubprocessError) as exc:
-            return None, f"harness build failed: {exc}", info
-        if res.returncode != 0:
-            errs = [ln for ln in res.stderr.splitlines() if "error" in ln]
-            return None, "harness build failed: " + _one_line(errs[0] if errs else res.stderr, 240), info
-        try:
-            os.replace(tmp, binary)
-        except OSError as exc:
-            last_err = f"cannot write {binary}: {exc}"
-            continue
-        info["binary"] = str(binary)
-        info["cached"] = False
-        for old in d.glob("ringbench-*"):  # builds of older sources
-            if old != binary:
-                try:
-                    old.unlink()
-                except OSError:
-                    pass
-        return binary, None, info
-    return None, last_err, info
+    return build_c("ringbench", (HARNESS_SRC, FIPS_SRC), cache_dir=cache_dir)
 
 
 # --------------------------------------------------------------------------- #
@@ -1315,44 +1254,36 @@ def run_monitor_isolated(shm_dir: Path, pairs: int) -> dict[str, Any]:
     (bench/ring/monitor_ab.c): paired runs into a ring emptied in between,
     with and without a monitor process snapshotting at 10 Hz, and back to
     back (an upper bound). Ratio = throughput with / without."""
-    cc = os.environ.get("CC", "cc")
-    if shutil.which(cc) is None or not MONITOR_AB_SRC.is_file():
-        return {"name": "monitor_overhead_isolated", "status": "skipped",
-                "skip_reason": "no C compiler or bench/ring/monitor_ab.c"}
-    with tempfile.TemporaryDirectory(prefix="fipstop-mab-") as tmp:
-        binary = Path(tmp) / "monitor_ab"
-        cmd = [cc, *CFLAGS, "-I", str(FIPS_HDR.parent), str(MONITOR_AB_SRC), str(FIPS_SRC), "-o", str(binary)]
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        if res.returncode != 0:
-            return {"name": "monitor_overhead_isolated", "status": "skipped",
-                    "skip_reason": "build failed: " + _one_line(res.stderr, 240)}
-        records = 400_000
-        out: dict[str, Any] = {
-            "name": "monitor_overhead_isolated",
-            "status": "ok",
-            "method": "monitor_ab.c: producer pinned to CPU 0 logs 10 x 400k records of 128 B per run into a 64 MiB "
-                      "ring that a consumer in the same process empties (untimed) before each fill, so no "
-                      "concurrent consumer and no drop; runs with and without a monitor process (CPU 1) "
-                      "alternate AB/BA; ratio = throughput with / without per pair; interval = ~95 % "
-                      "order-statistic interval of the median",
-            "build_command": shlex.join(cmd),
-            "records_per_run": records * 10,
-            "pairs": pairs,
-        }
-        for label, hz in (("10hz", 10.0), ("back_to_back", 0.0)):
-            run = subprocess.run([str(binary), str(shm_dir), str(records), f"{hz:g}", str(pairs)],
-                                 capture_output=True, text=True, timeout=900)
-            if run.returncode != 0:
-                return {**out, "status": "skipped", "skip_reason": _one_line(run.stderr, 240)}
-            ratios = []
-            for line in run.stdout.splitlines():
-                parts = line.split()
-                if len(parts) == 4 and parts[0] == "pair":
-                    without_ns, with_ns = int(parts[2]), int(parts[3])
-                    ratios.append(without_ns / with_ns)
-            med, lo, hi = median_ci(ratios)
-            out[label] = {"hz": hz, "ratio_median": med, "ratio_ci95": [lo, hi], "pair_ratios": ratios}
-        return out
+    binary, why, build = build_c("monitor_ab", (MONITOR_AB_SRC, FIPS_SRC))
+    if binary is None:
+        return {"name": "monitor_overhead_isolated", "status": "skipped", "skip_reason": why}
+    records = 400_000
+    out: dict[str, Any] = {
+        "name": "monitor_overhead_isolated",
+        "status": "ok",
+        "method": "monitor_ab.c: producer pinned to CPU 0 logs 10 x 400k records of 128 B per run into a 64 MiB "
+                  "ring that a consumer in the same process empties (untimed) before each fill, so no "
+                  "concurrent consumer and no drop; runs with and without a monitor process (CPU 1) "
+                  "alternate AB/BA; ratio = throughput with / without per pair; interval = ~95 % "
+                  "order-statistic interval of the median",
+        "build_command": build.get("build_command", build.get("binary", "")),
+        "records_per_run": records * 10,
+        "pairs": pairs,
+    }
+    for label, hz in (("10hz", 10.0), ("back_to_back", 0.0)):
+        run = subprocess.run([str(binary), str(shm_dir), str(records), f"{hz:g}", str(pairs)],
+                             capture_output=True, text=True, timeout=900)
+        if run.returncode != 0:
+            return {**out, "status": "skipped", "skip_reason": _one_line(run.stderr, 240)}
+        ratios = []
+        for line in run.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 4 and parts[0] == "pair":
+                without_ns, with_ns = int(parts[2]), int(parts[3])
+                ratios.append(without_ns / with_ns)
+        med, lo, hi = median_ci(ratios)
+        out[label] = {"hz": hz, "ratio_median": med, "ratio_ci95": [lo, hi], "pair_ratios": ratios}
+    return out
 
 
 def _target(

@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from fipstop.bench.bind import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -54,22 +55,6 @@ def _fipstop_argv() -> list[str]:
     if exe.exists():
         return [str(exe)]
     return [sys.executable, "-m", "fipstop"]
-
-
-def free_port() -> int:
-    """A port free for both UDP and TCP on 127.0.0.1 (named listens on both)."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-            u.bind(("127.0.0.1", 0))
-            port = u.getsockname()[1]
-            try:
-                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-                    t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                    t.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port")
 
 
 def write_named_conf(d: Path, port: int) -> Path:

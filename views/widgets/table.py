@@ -153,35 +153,31 @@ class VirtualTable(ScrollView, can_focus=True):
 
     cursor_row: reactive[int] = reactive(0, always_update=True, init=False)
 
-    class Highlighted(Message):
-        def __init__(self, table: VirtualTable, key: Any) -> None:
+    class _TableMessage(Message):
+        """A message about this table (``control`` lets handlers tell tables apart)."""
+
+        def __init__(self, table: VirtualTable) -> None:
             super().__init__()
             self.table = table
-            self.key = key
 
         @property
         def control(self) -> VirtualTable:
             return self.table
 
-    class Selected(Message):
+    class Highlighted(_TableMessage):
         def __init__(self, table: VirtualTable, key: Any) -> None:
-            super().__init__()
-            self.table = table
+            super().__init__(table)
             self.key = key
 
-        @property
-        def control(self) -> VirtualTable:
-            return self.table
+    class Selected(_TableMessage):
+        def __init__(self, table: VirtualTable, key: Any) -> None:
+            super().__init__(table)
+            self.key = key
 
-    class HeaderClicked(Message):
+    class HeaderClicked(_TableMessage):
         def __init__(self, table: VirtualTable, column: str) -> None:
-            super().__init__()
-            self.table = table
+            super().__init__(table)
             self.column = column
-
-        @property
-        def control(self) -> VirtualTable:
-            return self.table
 
     def __init__(self, columns: Sequence[Column], *, name: str | None = None, id: str | None = None,
                  classes: str | None = None) -> None:
