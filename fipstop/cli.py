@@ -41,6 +41,9 @@ COMMANDS: list[str] = [
     "fipstop.snapshot",
     "fipstop.tail",
     "fipstop.wrap",
+    "fipstop.profile.cli",
+    "fipstop.ips.cli",
+    "fipstop.demo",
     "fipstop.bench.cli",
 ]
 

@@ -14,20 +14,36 @@ worker thread, never from the UI thread.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 from fipstop.model import STALE_AFTER_NS, Snapshot, derive
 from fipstop.probes.ring import RawSample, TapResult
 
-__all__ = ["Frame", "LiveSource", "Probe", "SampleListSource", "Source"]
+__all__ = ["Frame", "LiveSource", "Probe", "ProbeFailure", "SampleListSource", "Source"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeFailure:
+    """Stands in ``Frame.aux`` for a probe whose sample raised (one line)."""
+
+    probe: str
+    reason: str
+    taken_mono_ns: int = 0
 
 
 @dataclass(frozen=True, eq=False)
 class Frame:
+    """One poll: the ring sample, its derived snapshot, and the raw samples of
+    the other probes (backends, bans, ...) keyed by probe name in ``aux``
+    (a :class:`ProbeFailure` where a probe failed).  Raw, so that a recording
+    of frames replays through the same code."""
+
     raw: RawSample
     snapshot: Snapshot
+    aux: Mapping[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -83,7 +99,16 @@ class LiveSource:
             prev = self._prev
             snap = derive(prev, cur, self.interval_s, stale_after_ns=self.stale_after_ns)
             self._prev = cur
-            return Frame(cur, snap)
+            aux: dict[str, Any] = {}
+            for p in self.probes:
+                if p is self._ring:
+                    continue
+                try:
+                    aux[p.name] = p.sample()
+                except Exception as e:  # a probe degrades; the frame still comes
+                    aux[p.name] = ProbeFailure(p.name, " ".join(f"{type(e).__name__}: {e}".split())[:300],
+                                               time.monotonic_ns())
+            return Frame(cur, snap, aux)
 
     def tap(self, domain: str, ring: int, max_records: int = 32) -> TapResult:
         tap = getattr(self._ring, "tap", None)
@@ -108,8 +133,13 @@ class SampleListSource:
 
     def __init__(self, samples: Sequence[RawSample], interval_s: float = 1.0, *,
                  taps: dict[tuple[str, int], TapResult] | None = None, loop: bool = False,
-                 stale_after_ns: int = STALE_AFTER_NS) -> None:
+                 stale_after_ns: int = STALE_AFTER_NS,
+                 aux: Sequence[Mapping[str, Any]] | None = None) -> None:
         self.samples = list(samples)
+        #: per sample, the other probes' raw samples (``Frame.aux``)
+        self.aux = list(aux) if aux is not None else [{} for _ in self.samples]
+        if len(self.aux) != len(self.samples):
+            raise ValueError("SampleListSource: aux must have one mapping per sample")
         self.interval_s = float(interval_s)
         self.taps = dict(taps or {})
         self.loop = loop
@@ -124,18 +154,18 @@ class SampleListSource:
                 return None
             self._i = 0
             self._prev = None
-        cur = self.samples[self._i]
+        cur, aux = self.samples[self._i], self.aux[self._i]
         self._i += 1
         self.polls += 1
         snap = derive(self._prev, cur, self.interval_s, stale_after_ns=self.stale_after_ns)
         self._prev = cur
-        return Frame(cur, snap)
+        return Frame(cur, snap, dict(aux))
 
     def frames(self) -> list[Frame]:
         """All frames at once (does not move the poll position)."""
         out, prev = [], None
-        for cur in self.samples:
-            out.append(Frame(cur, derive(prev, cur, self.interval_s, stale_after_ns=self.stale_after_ns)))
+        for cur, aux in zip(self.samples, self.aux):
+            out.append(Frame(cur, derive(prev, cur, self.interval_s, stale_after_ns=self.stale_after_ns), dict(aux)))
             prev = cur
         return out
 

@@ -14,7 +14,11 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 # --- Debian packages ------------------------------------------------------
-DEB_PACKAGES=(build-essential python3 python3-venv python3-dev rsyslog tmux bind9 bind9-utils bind9-dnsutils dnsperf)
+# python3-bpfcc/bpfcc-tools + linux-headers: eBPF profiles (the running kernel may ship no headers: see
+# fipstop/profile/kheaders.py); fail2ban, nftables, auditd, iproute2: the IPS, backends and their tests.
+DEB_PACKAGES=(build-essential python3 python3-venv python3-dev rsyslog tmux bind9 bind9-utils bind9-dnsutils dnsperf
+              python3-bpfcc bpfcc-tools fail2ban nftables auditd iproute2
+              "linux-headers-amd64")
 
 missing=()
 for pkg in "${DEB_PACKAGES[@]}"; do
@@ -76,6 +80,13 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ] \
     # No build isolation: the venv's setuptools also serves `make lib`.
     "$PY" -m pip install -q --no-build-isolation -e '.[test]'
     echo "$want" >"$stamp"
+fi
+
+# bcc comes from Debian's python3-bpfcc (PyPI's "bcc" is an unrelated package):
+# link that one package into the venv, nothing else from dist-packages.
+SITE="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+if [ -d /usr/lib/python3/dist-packages/bcc ] && [ ! -e "$SITE/bcc" ]; then
+    ln -s /usr/lib/python3/dist-packages/bcc "$SITE/bcc"
 fi
 
 # --- C library and examples ------------------------------------------------

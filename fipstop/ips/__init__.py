@@ -1,0 +1,1 @@
+"""fipstop ips: a reference IPS consumer of FIPS rings that bans (jails, actions, ban events)."""

@@ -1,0 +1,1 @@
+"""Profiles of producers and consumers: thread time split, off/on-CPU stacks, lock waits."""
