@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from textual import work
@@ -103,6 +104,12 @@ class FipsTopApp(App):
     def snapshot(self) -> Snapshot | None:
         return self.history.get(self.shown)
 
+    @property
+    def aux(self) -> Mapping[str, Any]:
+        """The shown frame's other probes' raw samples (``Frame.aux``: "bans",
+        "backends", ...; a ``ProbeFailure`` where a probe failed)."""
+        return self.history.aux(self.shown)
+
     def header_state(self) -> HeaderState:
         return HeaderState(
             snapshot=self.snapshot,
@@ -159,7 +166,7 @@ class FipsTopApp(App):
         frames = list(frames)
         for f in frames[:-1]:
             self.frames_received += 1
-            self.history.append(f.snapshot)
+            self.history.append(f.snapshot, f.aux)
         if frames:
             self.accept_frame(frames[-1])
 
@@ -168,7 +175,7 @@ class FipsTopApp(App):
         self.frames_received += 1
         if self.frames_received == 1:
             self.call_after_refresh(self._freeze_startup_objects)
-        no = self.history.append(frame.snapshot)
+        no = self.history.append(frame.snapshot, frame.aux)
         if not self.paused or self.shown < self.history.oldest:
             self.shown = self.history.clamp(no if not self.paused else self.shown)
         self._update_views()
