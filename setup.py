@@ -45,6 +45,10 @@ SHIM_VERSION_SCRIPT = (
     "{\n  global: openlog; closelog; setlogmask; syslog; vsyslog; __syslog_chk;"
     " __vsyslog_chk; fips_syslog_dropped;\n  local: *;\n};\n"
 )
+# `fipstop demo`'s producer: a C program linked to libfips.so (rpath $ORIGIN,
+# so it runs from fipstop/lib/ wherever the package is installed).
+DEMO = "fips-demo-producer"
+DEMO_SOURCES = ["fipstop/csrc/demo_producer.c"]
 
 
 class build_ext(_build_ext):
@@ -72,7 +76,7 @@ class build_ext(_build_ext):
 
     def _lib_outputs(self) -> list[str]:
         d = self._lib_build_dir()
-        return [os.path.join(d, SONAME), os.path.join(d, LINKNAME), os.path.join(d, SHIM)]
+        return [os.path.join(d, SONAME), os.path.join(d, LINKNAME), os.path.join(d, SHIM), os.path.join(d, DEMO)]
 
     def _header_outputs(self) -> list[str]:
         d = self._include_build_dir()
@@ -128,6 +132,7 @@ class build_ext(_build_ext):
         self._build_shared(LIB_SOURCES, SONAME, VERSION_SCRIPT, out_dir, ext, [], soname=SONAME)
         _symlink(SONAME, os.path.join(out_dir, LINKNAME))
         self._build_shared(SHIM_SOURCES, SHIM, SHIM_VERSION_SCRIPT, out_dir, ext, ["dl"])
+        self._build_demo(out_dir, ext)
         for header, out in zip(PUBLIC_HEADERS, self._header_outputs()):
             _replace_copy(header, out)
 
@@ -136,6 +141,7 @@ class build_ext(_build_ext):
             _replace_copy(target, os.path.join(src, SONAME))
             _symlink(SONAME, os.path.join(src, LINKNAME))
             _replace_copy(os.path.join(out_dir, SHIM), os.path.join(src, SHIM))
+            _replace_copy(os.path.join(out_dir, DEMO), os.path.join(src, DEMO))
             inc = self._include_source_dir()
             for out in self._header_outputs():
                 _replace_copy(out, os.path.join(inc, os.path.basename(out)))
@@ -176,6 +182,22 @@ class build_ext(_build_ext):
             debug=self.debug,
             target_lang="c",
         )
+
+
+    def _build_demo(self, out_dir, ext) -> None:
+        """The demo producer, linked to the libfips.so beside it."""
+        target = os.path.join(out_dir, DEMO)
+        depends = [*DEMO_SOURCES, os.path.join(out_dir, SONAME), *sorted(glob.glob("fipstop/csrc/*.h"))]
+        if not (self.force or newer_group(depends, target, missing="newer")):
+            return
+        tmp = os.path.join(self.build_temp, DEMO.replace("-", "_"))
+        os.makedirs(tmp, exist_ok=True)
+        compiler = self._lib_compiler()
+        objects = compiler.compile(list(DEMO_SOURCES), output_dir=tmp, include_dirs=list(ext.include_dirs),
+                                   extra_postargs=list(ext.extra_compile_args), depends=depends, debug=self.debug)
+        compiler.link_executable(objects, DEMO, output_dir=out_dir, libraries=["fips", "pthread"],
+                                 library_dirs=[out_dir], extra_postargs=["-Wl,-rpath,$ORIGIN"],
+                                 debug=self.debug, target_lang="c")
 
 
 def _replace_copy(src: str, dst: str) -> None:

@@ -27,7 +27,7 @@ import ipaddress
 import json
 from dataclasses import asdict, dataclass
 
-__all__ = ["BANS_DOMAIN", "MAX_EVENT_BYTES", "BanEvent", "decode", "encode"]
+__all__ = ["BANS_DOMAIN", "MAX_EVENT_BYTES", "BanEvent", "decode", "encode", "event_parts", "wire_str"]
 
 #: Default domain ``fipstop ips`` publishes ban events into.
 BANS_DOMAIN = "fips-bans"
@@ -76,6 +76,25 @@ def encode(ev: BanEvent) -> bytes:
     if len(out) > MAX_EVENT_BYTES:  # pragma: no cover - bounded by _cut
         raise ValueError("ban event too long")
     return out
+
+
+def wire_str(v: str) -> bytes:
+    """A string field as :func:`encode` writes it (cut, whitespace folded, JSON)."""
+    return json.dumps(_cut(" ".join(str(v).split())), ensure_ascii=True).encode()
+
+
+def event_parts(kind: str, action: str, result: str = "ok", source: str = "fipstop-ips") -> tuple[bytes, bytes]:
+    """The constant head and tail of :func:`encode`'s output for one (kind,
+    action, result, source), for ``fipstop._ipsfast.format_events``: a record
+    is ``head + ip + '","jail":' + wire_str(jail) + ',"first_ns":..,"hits":N' + tail``,
+    byte for byte what ``encode(BanEvent(...))`` gives for a canonical ``ip``.
+    ``fipstop ips`` bans tens of thousands of addresses in a burst;
+    ``asdict`` + ``json.dumps`` per event would dominate its time-to-ban."""
+    if kind not in _KINDS:
+        raise ValueError(f"unknown kind {kind!r}")
+    head = f'{{"v":{WIRE_VERSION},"kind":"{kind}","ip":"'.encode()
+    tail = b',"action":' + wire_str(action) + b',"result":' + wire_str(result) + b',"source":' + wire_str(source) + b"}"
+    return head, tail
 
 
 def _int(d: dict, k: str) -> int:

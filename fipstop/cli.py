@@ -44,6 +44,12 @@ COMMANDS: list[str] = [
     "fipstop.profile.cli",
     "fipstop.ips.cli",
     "fipstop.demo",
+    "fipstop.record",
+    "fipstop.replay",
+    "fipstop.export",
+    "fipstop.serve",
+    "fipstop.check",
+    "fipstop.diagnose",
     "fipstop.bench.cli",
 ]
 
@@ -100,10 +106,9 @@ def build_parser(modules: Sequence[str] | None = None) -> ArgumentParser:
         help="directory that holds the FIPS domains (default: $FIPS_SHM_DIR or %(default)s)",
     )
     # `fipstop` alone runs the dashboard: its options are accepted here too
-    parser.add_argument("--interval", type=float, metavar="S", default=None,
-                        help="dashboard sampling interval in seconds (default 1)")
-    parser.add_argument("--domain", action="append", metavar="NAME", default=None,
-                        help="dashboard: only this domain (repeatable)")
+    from fipstop.top import add_options as add_dashboard_options
+
+    add_dashboard_options(parser)
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
     _register_commands(subparsers, COMMANDS if modules is None else modules)
     return parser

@@ -42,7 +42,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--domain", metavar="NAME", help="only this domain (file fips.NAME in the shm dir)")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--backends", action="store_true",
+                   help="also the other logging backends (files, syslog sockets, UDP, journald, audit, rsyslog): "
+                   "a \"backends\" key in --json, a section in the text")
+    p.add_argument("--backends-window", type=float, metavar="S", default=0.5,
+                   help="seconds between the two backend samples that give rates (default 0.5; 0: no rates)")
+    from fipstop.config import add_options as add_backend_options
+
+    add_backend_options(p)
     p.set_defaults(func=run)
+
+
+def backends_now(args: argparse.Namespace):
+    """Two samples ``--backends-window`` apart, derived (FipsError on a bad config)."""
+    import math
+    import time
+
+    from fipstop.backends import derive_backends
+    from fipstop.errors import FipsError
+    from fipstop.top import backends_probe
+
+    window = getattr(args, "backends_window", 0.5)
+    if window is None or not math.isfinite(window) or not 0 <= window <= 60:
+        raise FipsError("--backends-window: give seconds between 0 and 60")
+    probe = backends_probe(args)
+    first = probe.sample()
+    if window <= 0:
+        return derive_backends(None, first)
+    time.sleep(window)
+    return derive_backends(first, probe.sample())
 
 
 # ---------------------------------------------------------------------------
@@ -337,6 +365,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
         except OSError as exc:
             raise FipsError(f"{escape_text(shm_dir)}: {exc.strerror or exc}") from None
 
+    backends = backends_now(args) if getattr(args, "backends", False) else None
     snaps = []
     bad = 0
     for name in names:
@@ -348,7 +377,12 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
             err.flush()
 
     if as_json:
-        json.dump({"domains": [to_json(s) for s in snaps]}, out, sort_keys=True, indent=2)
+        doc: dict[str, Any] = {"domains": [to_json(s) for s in snaps]}
+        if backends is not None:
+            from fipstop.backends import view_to_json
+
+            doc["backends"] = view_to_json(backends)
+        json.dump(doc, out, sort_keys=True, indent=2)
         out.write("\n")
     elif not names:
         print(_no_domains_hint(shm_dir), file=out)
@@ -359,6 +393,10 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
                 out.write("\n")
             first = False
             out.write(format_human(s) + "\n")
+    if backends is not None and not as_json:
+        from fipstop.backends import format_text
+
+        out.write("\n" + format_text(backends, escape_text) + "\n")
     out.flush()
     return 2 if bad else 0
 

@@ -57,7 +57,11 @@ class Probe(Protocol):
 
 @runtime_checkable
 class Source(Protocol):
-    """What the dashboard reads from."""
+    """What the dashboard reads from.
+
+    Sources that can profile a process also have ``profile_start(pid,
+    options)``, ``profile_poll(pid) -> ProfileReport | None`` and
+    ``profile_stop(pid)`` (blocking: the app calls them from workers)."""
 
     #: seconds between polls the dashboard should aim for
     interval_s: float
@@ -92,6 +96,10 @@ class LiveSource:
         self.stale_after_ns = stale_after_ns
         self._prev: RawSample | None = None
         self._lock = threading.Lock()
+        #: profile sessions by pid (``profile_start``); a lock of their own so a
+        #: profile poll never waits for a ring poll
+        self._profiles: dict[int, Any] = {}
+        self._profile_lock = threading.Lock()
 
     def poll(self) -> Frame:
         with self._lock:
@@ -116,7 +124,35 @@ class LiveSource:
             return TapResult(domain, ring, error="this source cannot tap records")
         return tap(domain, ring, max_records)
 
+    # -- profiles of one process (the Profile screen); blocking: call from a worker --
+
+    def profile_start(self, pid: int, options: Any = None) -> None:
+        """Start profiling ``pid`` (a ``fipstop.profile.session.ProfileOptions``
+        or None for the defaults); may take seconds (bcc compiles)."""
+        from fipstop.profile.session import ProfileSession
+
+        self.profile_stop(pid)
+        session = ProfileSession(int(pid), options)
+        session.start()
+        with self._profile_lock:
+            self._profiles[int(pid)] = session
+
+    def profile_poll(self, pid: int) -> Any:
+        """The ``ProfileReport`` of ``pid`` since its previous poll, or None
+        when it is not being profiled."""
+        with self._profile_lock:
+            session = self._profiles.get(int(pid))
+        return session.poll() if session is not None else None
+
+    def profile_stop(self, pid: int) -> None:
+        with self._profile_lock:
+            session = self._profiles.pop(int(pid), None)
+        if session is not None:
+            session.close()
+
     def close(self) -> None:
+        for pid in list(self._profiles):
+            self.profile_stop(pid)
         for p in self.probes:
             close = getattr(p, "close", None)
             if close is not None:
@@ -134,8 +170,12 @@ class SampleListSource:
     def __init__(self, samples: Sequence[RawSample], interval_s: float = 1.0, *,
                  taps: dict[tuple[str, int], TapResult] | None = None, loop: bool = False,
                  stale_after_ns: int = STALE_AFTER_NS,
-                 aux: Sequence[Mapping[str, Any]] | None = None) -> None:
+                 aux: Sequence[Mapping[str, Any]] | None = None,
+                 profiles: Mapping[int, Sequence[Any]] | None = None) -> None:
         self.samples = list(samples)
+        #: per pid, the ProfileReports ``profile_poll`` returns in turn (the last one repeats)
+        self.profiles = {int(k): list(v) for k, v in (profiles or {}).items()}
+        self._profiling: dict[int, int] = {}
         #: per sample, the other probes' raw samples (``Frame.aux``)
         self.aux = list(aux) if aux is not None else [{} for _ in self.samples]
         if len(self.aux) != len(self.samples):
@@ -174,6 +214,21 @@ class SampleListSource:
         if res is None:
             return TapResult(domain, ring)
         return TapResult(res.domain, res.ring, res.records[-max_records:], res.lapped, res.error)
+
+    def profile_start(self, pid: int, options: Any = None) -> None:
+        self._profiling[int(pid)] = 0
+
+    def profile_poll(self, pid: int) -> Any:
+        pid = int(pid)
+        reports = self.profiles.get(pid)
+        if pid not in self._profiling or not reports:
+            return None
+        i = self._profiling[pid]
+        self._profiling[pid] = i + 1
+        return reports[min(i, len(reports) - 1)]
+
+    def profile_stop(self, pid: int) -> None:
+        self._profiling.pop(int(pid), None)
 
     def close(self) -> None:
         pass

@@ -182,7 +182,7 @@ class RingProbe:
                 self._forget(gone)
             from fipstop import _fips
 
-            return RawSample(
+            sample = RawSample(
                 host=self.host,
                 shm_dir=self.shm_dir,
                 taken_mono_ns=_fips.mono_ns(),
@@ -190,6 +190,18 @@ class RingProbe:
                 domains=tuple(snaps),
                 errors=tuple(errors),
             )
+            self.last_sample = sample
+            return sample
+
+    def pids(self) -> set[int]:
+        """Producer and consumer pids of the last sample (what the CPU probe follows)."""
+        s = getattr(self, "last_sample", None)
+        out: set[int] = set()
+        for d in s.domains if s is not None else ():
+            out.update(int(p) for p in d.rings["pid"][d.active_ring_indices()])
+            out.update(int(p) for p in d.consumers["pid"][d.active_consumer_indices()])
+        out.discard(0)
+        return out
 
     def tap(self, domain: str, ring: int, max_records: int = 32) -> TapResult:
         """Copy the newest ``max_records`` records of one ring (oldest first)."""

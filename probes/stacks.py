@@ -48,6 +48,9 @@ class LockWait:
     stacks: tuple[StackCount, ...] = ()
     #: where known, the stacks of the threads that held it (woke the waiters)
     holder_stacks: tuple[StackCount, ...] = ()
+    #: where the address lies in the target's memory map, e.g. ``libc.so.6
+    #: data`` (glibc's own static locks: syslog's), ``[heap]``, ``anon``
+    region: str = ""
 
 
 @dataclass(frozen=True)

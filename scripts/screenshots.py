@@ -37,6 +37,13 @@ SHOTS = [
     ("ring-detail-80x24", (80, 24), ["enter"]),
     ("consumer-detail-200x60", (200, 60), ["tab", "down", "enter"]),
     ("help-80x24", (80, 24), ["question_mark"]),
+    ("backends-200x60", (200, 60), ["6"]),
+    ("backends-80x24", (80, 24), ["6"]),
+    ("bans-200x60", (200, 60), ["5"]),
+    ("bans-80x24", (80, 24), ["5"]),
+    ("diagnosis-200x60", (200, 60), ["7"]),
+    ("diagnosis-80x24", (80, 24), ["7"]),
+    ("replay-200x60", (200, 60), ["space"]),
     ("empty-80x24", (80, 24), None),
 ]
 
@@ -92,7 +99,28 @@ async def take(stem: str, size: tuple[int, int], keys: list[str] | None, outdir:
                                         ("xn--bcher-kva.example", "A"), ("_dmarc.example.com", "TXT"),
                                         ("cdn.example.com", "A"), ("api.example.org", "AAAA"),
                                         ("ns1.example.net", "NS")] * 3)))}
-    app = FipsTopApp(SampleListSource(samples, 1.0, taps=taps), paced=False)
+    from fipstop.backends import fixture_samples
+
+    from fipstop.banfixtures import demo_ban_aux
+
+    # ban activity (fipstop ips and Fail2Ban) on every shot: the header's bans/s slot too
+    aux = [{"backends": b, **bans} for b, bans in zip(fixture_samples(len(samples)), demo_ban_aux(len(samples)))]
+    source = SampleListSource(samples, 1.0, taps=taps, aux=aux)
+    if stem.startswith("replay"):  # the same frames, recorded, then replayed (the timeline line shows)
+        import tempfile
+
+        from fipstop.record import Marker
+        from fipstop.recording import RecordingWriter
+        from fipstop.replay import ReplaySource
+
+        rec = Path(tempfile.mkdtemp(prefix="fipstop-shots-")) / "demo.fsr"
+        w = RecordingWriter(str(rec), interval_s=1.0, host=fixtures.HOST)
+        marker = Marker()
+        while (f := source.poll()) is not None:
+            w.append(f.raw, dict(f.aux), marker(f))
+        w.close()
+        source = ReplaySource(str(rec), speed=16, follow=False)
+    app = FipsTopApp(source, paced=False)
     async with app.run_test(size=size) as pilot:
         for _ in range(2000):
             await pilot.pause(0.005)

@@ -15,9 +15,10 @@ die() { say "error: $*"; exit 1; }
 
 # --- Debian packages ------------------------------------------------------
 # python3-bpfcc/bpfcc-tools + linux-headers: eBPF profiles (the running kernel may ship no headers: see
-# fipstop/profile/kheaders.py); fail2ban, nftables, auditd, iproute2: the IPS, backends and their tests.
+# fipstop/profile/kheaders.py); fail2ban, nftables, auditd, iproute2: the IPS, backends and their tests;
+# libpcre2-8-0: fipstop._ipsfast (the IPS matcher) dlopens it.
 DEB_PACKAGES=(build-essential python3 python3-venv python3-dev rsyslog tmux bind9 bind9-utils bind9-dnsutils dnsperf
-              python3-bpfcc bpfcc-tools fail2ban nftables auditd iproute2
+              python3-bpfcc bpfcc-tools fail2ban nftables auditd iproute2 libpcre2-8-0
               "linux-headers-amd64")
 
 missing=()

@@ -10,12 +10,13 @@ is in flight.  The message tap of the ring detail goes the same way
 (:class:`TapReady`).
 
 Screens: overview (1), ring detail (2 / Enter on a ring), consumer detail
-(3 / Enter on a consumer), empty state (no domain), help (?).
+(3 / Enter on a consumer), bans (5), empty state (no domain), help (?).
 """
 
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -26,15 +27,20 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 
+from fipstop.banmodel import BanHistory, BanStats
 from fipstop.model import Snapshot
 from fipstop.probes.ring import TapResult
 from fipstop.sources import Frame, Source
+from fipstop.views.backends import BackendsScreen
+from fipstop.views.diagnosis import DiagnosisScreen
+from fipstop.views.bans import BansScreen
 from fipstop.views.base import FipsScreen
 from fipstop.views.consumer_detail import ConsumerDetailScreen
 from fipstop.views.empty import EmptyScreen
 from fipstop.views.help import HelpScreen
 from fipstop.views.history import History
 from fipstop.views.overview import OverviewScreen
+from fipstop.views.profile import ProfileScreen
 from fipstop.views.ring_detail import RingDetailScreen
 from fipstop.views.widgets.header import HeaderState
 
@@ -47,6 +53,25 @@ class FrameReady(Message):
         self.frame = frame
         self.error = error
         self.started = started
+
+
+class SeekReady(Message):
+    """A replay seek finished: the frames to show (oldest first)."""
+
+    def __init__(self, frames: list[Frame], error: str = "") -> None:
+        super().__init__()
+        self.frames = frames
+        self.error = error
+
+
+class ProfileReady(Message):
+    """A profile report (or why none) arrived from the profile worker."""
+
+    def __init__(self, pid: int, report: Any, error: str) -> None:
+        super().__init__()
+        self.pid = pid
+        self.report = report
+        self.error = error
 
 
 class TapReady(Message):
@@ -73,6 +98,19 @@ class FipsTopApp(App):
         Binding("1", "screen('overview')", "Overview", show=False),
         Binding("2", "screen('ring')", "Ring", show=False),
         Binding("3", "screen('consumer')", "Consumer", show=False),
+        Binding("4", "screen('profile')", "Profile", show=False),
+        Binding("p", "profile", "Profile", show=False),
+        Binding("5", "screen('bans')", "Bans", show=False),
+        Binding("6", "screen('backends')", "Backends", show=False),
+        Binding("7", "screen('diagnosis')", "Diagnosis", show=False),
+        # replay only (a bell when live)
+        Binding("left_square_bracket", "seek(-10)", "-10 s", show=False),
+        Binding("right_square_bracket", "seek(10)", "+10 s", show=False),
+        Binding("left_curly_bracket", "mark(-1)", "Previous mark", show=False),
+        Binding("right_curly_bracket", "mark(1)", "Next mark", show=False),
+        Binding("less_than_sign", "speed(-1)", "Slower", show=False),
+        Binding("greater_than_sign", "speed(1)", "Faster", show=False),
+        Binding("colon", "goto", "Go to time", show=False),
     ]
 
     def __init__(self, source: Source, *, autopoll: bool = True, paced: bool = True,
@@ -93,6 +131,19 @@ class FipsTopApp(App):
         self.selected_consumer: tuple[str, int] | None = None
         self.last_tap: TapResult | None = None
         self.exhausted = False
+        #: frames to show at start instead of polling first (a replay's --start)
+        self.initial_frames: list[Frame] = []
+        self.timeline = None  # fipstop.replay.Timeline, refreshed by the poll worker while replaying
+        self._poll_idle = False  # replay paused: no poll is armed
+        self._step_pending = False
+        #: ban stats folded frame by frame (ban samples carry only new events)
+        self.ban_history = BanHistory()
+        #: the process being profiled (Profile screen), its newest report and why none came
+        self.profile_pid: int | None = None
+        self.profile_report: Any = None
+        self.profile_error = ""
+        self.profile_options: Any = None  # fipstop.profile.session.ProfileOptions; None: the defaults
+        self._profile_stop: threading.Event | None = None
 
     # -- state the screens read -----------------------------------------------------------
 
@@ -111,22 +162,42 @@ class FipsTopApp(App):
         return self.history.aux(self.shown)
 
     def header_state(self) -> HeaderState:
+        reader = getattr(self.source, "reader", None)  # a replay: the interval it was recorded at
         return HeaderState(
             snapshot=self.snapshot,
-            interval_s=self.interval_s,
+            interval_s=float(getattr(reader, "interval_s", self.interval_s)),
             paused=self.paused,
             behind=max(self.history.newest - self.shown, 0),
             frame_no=self.shown - self.history.oldest + 1 if self.shown else 0,
             frames=len(self.history),
             note=self.poll_error,
+            replay=self.timeline,
+            bans_per_s=self._bans_per_s(),
         )
+
+    def ban_stats(self) -> BanStats | None:
+        """Ban activity as of the shown frame (None: no ban source)."""
+        return self.ban_history.get(self.shown)
+
+    def _bans_per_s(self) -> float | None:
+        b = self.ban_stats()
+        if b is None or not any(not s.unavailable or s.bans_total for s in b.sources):
+            return None  # no ban source on this host: no slot in the header
+        return b.bans_per_s
 
     # -- start / polling -----------------------------------------------------------------
 
     def get_default_screen(self) -> Screen:
         return OverviewScreen()
 
+    @property
+    def is_replay(self) -> bool:
+        return callable(getattr(self.source, "seek", None))
+
     def on_mount(self) -> None:
+        if self.initial_frames:
+            frames, self.initial_frames = self.initial_frames, []
+            self.preload(frames)
         if self.autopoll:
             self.poll_now()
 
@@ -141,19 +212,26 @@ class FipsTopApp(App):
             error = ""
         except Exception as exc:  # report, keep polling
             frame, error = None, _one_line(exc)
+        if self.is_replay:
+            try:
+                self.timeline = self.source.timeline()
+            except Exception:  # the timeline is decoration: never fail a frame for it
+                pass
         self.post_message(FrameReady(frame, error, started))
 
     def on_frame_ready(self, message: FrameReady) -> None:
         self.poll_error = message.error
         if message.frame is not None:
             self.accept_frame(message.frame)
-        elif not message.error:
+        elif not message.error and not getattr(self.source, "following", False):
             self.exhausted = True  # the source has no more frames
             self._update_views()
             return
         else:
             self._update_views()
-        if self.autopoll:
+        if self.autopoll and self.paused and self.is_replay:
+            self._poll_idle = True  # a paused replay reads no further; unpause or t re-arms
+        elif self.autopoll:
             delay = max(self.interval_s - (time.monotonic() - message.started), 0.0) if self.paced else 0.0
             if delay > 0.001:
                 self.set_timer(delay, self.poll_now, name="poll")
@@ -166,7 +244,7 @@ class FipsTopApp(App):
         frames = list(frames)
         for f in frames[:-1]:
             self.frames_received += 1
-            self.history.append(f.snapshot, f.aux)
+            self.ban_history.add(self.history.append(f.snapshot, f.aux), f.aux, self.history.oldest)
         if frames:
             self.accept_frame(frames[-1])
 
@@ -176,8 +254,12 @@ class FipsTopApp(App):
         if self.frames_received == 1:
             self.call_after_refresh(self._freeze_startup_objects)
         no = self.history.append(frame.snapshot, frame.aux)
+        self.ban_history.add(no, frame.aux, self.history.oldest)
         if not self.paused or self.shown < self.history.oldest:
             self.shown = self.history.clamp(no if not self.paused else self.shown)
+        if self._step_pending:  # t on a paused replay asked for exactly this frame
+            self._step_pending = False
+            self.shown = no
         self._update_views()
 
     @staticmethod
@@ -233,7 +315,132 @@ class FipsTopApp(App):
         self.paused = not self.paused
         if not self.paused:
             self.shown = self.history.newest
+            self._rearm()
         self._update_views()
+
+    def _rearm(self) -> None:
+        if self._poll_idle:
+            self._poll_idle = False
+            self.poll_now()
+
+    # -- replay ---------------------------------------------------------------------------
+
+    def action_seek(self, delta_s: float) -> None:
+        if not self.is_replay:
+            self.bell()
+            return
+        tl = self.timeline
+        at = tl.at_t_ns if tl is not None else 0
+        snap = self.snapshot
+        if snap is not None:
+            at = snap.taken_realtime_ns
+        self.seek_to(at + int(float(delta_s) * 1e9))
+
+    def seek_to(self, t_ns: int) -> None:
+        """Replay from the frame at ``t_ns`` (a worker reads the file)."""
+        if self.is_replay:
+            self._seek(int(t_ns))
+
+    @work(exclusive=True, thread=True, group="seek", exit_on_error=False)
+    def _seek(self, t_ns: int) -> None:
+        try:
+            frames = self.source.seek(t_ns, history=min(self.history.max_frames, 300))
+            self.timeline = self.source.timeline()
+            self.post_message(SeekReady(frames))
+        except Exception as exc:
+            self.post_message(SeekReady([], _one_line(exc)))
+
+    def on_seek_ready(self, message: SeekReady) -> None:
+        if message.error:
+            self.poll_error = message.error
+            self._update_views()
+            return
+        self.history.clear()
+        reset = getattr(self.ban_history, "clear", None)
+        if callable(reset):
+            reset()
+        self.exhausted = False
+        if message.frames:
+            self.preload(message.frames)
+            self.shown = self.history.newest
+        self._update_views()
+        if not self.paused:  # paused: stay on the frame sought; t reads on
+            self._rearm()
+
+    def action_mark(self, direction: int) -> None:
+        tl = self.timeline
+        if not self.is_replay or tl is None:
+            self.bell()
+            return
+        at = tl.at_t_ns
+        snap = self.snapshot
+        if snap is not None:
+            at = snap.taken_realtime_ns
+        # skip the run of marked frames we stand in: jump to where the next run starts
+        times = [t for t, _ in tl.marks]
+        target = None
+        if direction > 0:
+            later = [t for t in times if t > at]
+            gap = max(self.interval_s * self.source.speed * 1.5e9, 1e9)
+            prev = at
+            for t in later:
+                if t - prev > gap:
+                    target = t
+                    break
+                prev = t
+            if target is None and later and later[0] - at > gap:
+                target = later[0]
+        else:
+            earlier = [t for t in times if t < at]
+            gap = max(self.interval_s * self.source.speed * 1.5e9, 1e9)
+            nxt = at
+            for t in reversed(earlier):
+                if nxt - t > gap:
+                    # the start of that run
+                    run_start = t
+                    for u in reversed([x for x in earlier if x < t]):
+                        if run_start - u > gap:
+                            break
+                        run_start = u
+                    target = run_start
+                    break
+                nxt = t
+        if target is None:
+            self.bell()
+            return
+        self.seek_to(target)
+
+    def action_speed(self, steps: int) -> None:
+        faster = getattr(self.source, "faster", None)
+        if faster is None:
+            self.bell()
+            return
+        faster(int(steps))
+        if self.timeline is not None:
+            from dataclasses import replace
+
+            self.timeline = replace(self.timeline, speed=self.source.speed)
+        self._update_views()
+
+    def action_goto(self) -> None:
+        if not self.is_replay:
+            self.bell()
+            return
+        from fipstop.views.goto import GotoScreen
+
+        def done(text: str | None) -> None:
+            if not text:
+                return
+            from fipstop.errors import FipsError
+            from fipstop.replay import parse_time
+
+            try:
+                self.seek_to(parse_time(text, self.source.reader.first_t_ns))
+            except FipsError as e:
+                self.poll_error = e.message
+                self._update_views()
+
+        self.push_screen(GotoScreen(), done)
 
     def action_step(self, delta: int) -> None:
         if not len(self.history):
@@ -243,6 +450,12 @@ class FipsTopApp(App):
             if delta > 0:
                 self._update_views()
                 return
+        if delta > 0 and self.shown == self.history.newest and self.is_replay and self._poll_idle:
+            self.paused = True
+            self._poll_idle = False
+            self._step_pending = True
+            self.poll_now()  # a paused replay reads the next frame from the file
+            return
         target = self.history.clamp(self.shown + delta)
         if target == self.shown:
             self.bell()
@@ -250,15 +463,37 @@ class FipsTopApp(App):
         self._update_views()
 
     def action_back(self) -> None:
-        if len(self.screen_stack) > 1 and isinstance(self.screen, (RingDetailScreen, ConsumerDetailScreen)):
+        if len(self.screen_stack) > 1 and isinstance(self.screen, (RingDetailScreen, ConsumerDetailScreen,
+                                                                   BackendsScreen, BansScreen, ProfileScreen,
+                                                                   DiagnosisScreen)):
             self.pop_screen()
 
     def _base(self) -> None:
         while len(self.screen_stack) > 1 and isinstance(self.screen, (RingDetailScreen, ConsumerDetailScreen,
-                                                                       HelpScreen)):
+                                                                       HelpScreen, BackendsScreen, BansScreen,
+                                                                       ProfileScreen, DiagnosisScreen)):
             self.pop_screen()
 
     def action_screen(self, which: str) -> None:
+        if which == "diagnosis":  # works from any state: "healthy" or "no domain" is a diagnosis too
+            if not isinstance(self.screen, DiagnosisScreen):
+                self._base()
+                self.push_screen(DiagnosisScreen())
+            return
+        if which == "backends":  # also without any FIPS domain: a host may log only to files and syslog
+            if not isinstance(self.screen, BackendsScreen):
+                self._base()
+                self.push_screen(BackendsScreen())
+            return
+        if which == "bans":  # ban sources need no FIPS domain of their own either (Fail2Ban)
+            if not isinstance(self.screen, BansScreen):
+                self._base()
+                self.push_screen(BansScreen())
+            return
+        if which == "profile":
+            if not isinstance(self.screen, ProfileScreen):
+                self.open_profile(self.profile_pid or self._pid_to_profile())
+            return
         if isinstance(self.screen, EmptyScreen):
             return
         if which == "overview":
@@ -294,7 +529,86 @@ class FipsTopApp(App):
         self._base()
         self.push_screen(ConsumerDetailScreen(key))
 
+    # -- profile of one process (the Profile screen) ---------------------------------------
+
+    def _pid_to_profile(self) -> int | None:
+        """The producer of the ring shown (or highlighted), else the consumer shown."""
+        s = self.snapshot
+        if s is None:
+            return None
+        screen = self.screen
+        if isinstance(screen, ConsumerDetailScreen):
+            row = s.consumer_row(*screen.key)
+            return int(s.consumers[row]["pid"]) if row is not None else None
+        key = screen.key if isinstance(screen, RingDetailScreen) else (self.selected_ring or self._first_ring())
+        row = s.ring_row(*key) if key is not None else None
+        return int(s.rings[row]["pid"]) if row is not None else None
+
+    def action_profile(self) -> None:
+        self.open_profile(self._pid_to_profile())
+
+    def open_profile(self, pid: int | None) -> None:
+        """Profile ``pid`` (a worker starts the samplers and polls them every
+        interval) and show it; the profile stops when its screen is closed."""
+        if not pid or pid <= 0:
+            self.notify("no process to profile: open a ring or a consumer first", severity="warning")
+            return
+        pid = int(pid)
+        self._base()  # an older Profile screen goes, and its profile with it
+        self.profile_close()
+        self.profile_pid, self.profile_report, self.profile_error = pid, None, ""
+        self._profile_stop = stop = threading.Event()
+        self._profile_loop(pid, stop)
+        self.push_screen(ProfileScreen(pid, stop))
+
+    def profile_close(self) -> None:
+        if self._profile_stop is not None:
+            self._profile_stop.set()
+            self._profile_stop = None
+
+    @work(thread=True, group="profile", exit_on_error=False)
+    def _profile_loop(self, pid: int, stop: threading.Event) -> None:
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        start = getattr(self.source, "profile_start", None)
+        if start is None:
+            self.post_message(ProfileReady(pid, None, "this source cannot profile processes (a recording?)"))
+            return
+        try:
+            start(pid, self.profile_options)
+        except Exception as exc:
+            self.post_message(ProfileReady(pid, None, f"profiling failed to start: {_one_line(exc)}"))
+            return
+        try:
+            while not stop.wait(self.interval_s) and not worker.is_cancelled:
+                try:
+                    report, error = self.source.profile_poll(pid), ""
+                except Exception as exc:
+                    report, error = None, _one_line(exc)
+                self.post_message(ProfileReady(pid, report, error))
+        finally:
+            try:
+                self.source.profile_stop(pid)
+            except Exception:
+                pass
+
+    def on_profile_ready(self, message: ProfileReady) -> None:
+        if message.pid != self.profile_pid:
+            return
+        if message.report is self.profile_report and message.error == self.profile_error:
+            return  # nothing new (a fixture source repeats its last report)
+        self.profile_error = message.error
+        if message.report is not None:
+            self.profile_report = message.report
+        if not self.screen_stack:  # shutting down
+            return
+        screen = self.screen
+        if isinstance(screen, ProfileScreen) and screen.is_mounted and not self.paused:
+            screen.refresh_view()
+
     def on_unmount(self) -> None:
+        self.profile_close()
         gc.unfreeze()  # what the app held can be collected again (tests run many apps in one process)
         try:
             self.source.close()

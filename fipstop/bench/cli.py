@@ -61,6 +61,72 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bind.add_argument("--keep", action="store_true", help="keep the temp dirs (configs, logs) for inspection")
     bind.set_defaults(func=run_bind)
 
+    rec = kinds.add_parser(
+        "record",
+        help="recording size per hour (64 rings, 4 consumers, 1 s) vs raw and zlib-only, write and seek time",
+        description="Record a real domain of 64 producer threads and 4 consumers with the real recorder and report "
+        "bytes per frame and MB per hour beside the raw snapshot size and plain zlib, plus write and seek time.",
+    )
+    rec.add_argument("--json", action="store_true", help="print the result as JSON")
+    rec.add_argument("--quick", action="store_true", help="short run (4 s at 0.5 s)")
+    rec.add_argument("--seconds", type=float, metavar="S", help="how long to record (default 120)")
+    rec.add_argument("--out", metavar="PATH", help="write the JSON result to PATH (default bench/results/)")
+    rec.set_defaults(func=run_record)
+
+    ips = kinds.add_parser(
+        "ips",
+        help="fipstop ips: lines/s on one core and time-to-ban with 2^16 attackers, vs Fail2Ban's matcher",
+        description="Throughput of the IPS hot path (one thread, one jail) side by side with Fail2Ban's own "
+        "regex matcher and a naive per-line Python loop; time-to-ban of the real `fipstop ips` process with "
+        "2^16 attackers side by side with a naive per-line Python consumer.",
+    )
+    ips.add_argument("--json", action="store_true", help="print the result as JSON")
+    ips.add_argument("--quick", action="store_true", help="short run: 200 k lines, 4096 attackers, no calm wait")
+    ips.add_argument("--attackers", type=int, metavar="N", help="attackers for time-to-ban (default 65536)")
+    ips.add_argument("--rate", type=float, metavar="LINES_S", help="producer rate for time-to-ban (default 100000)")
+    ips.add_argument("--nice", type=int, metavar="N",
+                     help="run producer and consumers at nice N (default -10 as root, else unchanged)")
+    ips.add_argument("--calm-wait", type=float, metavar="S",
+                     help="before measuring wait up to S s for other load to settle (default 60; 0 with --quick)")
+    ips.add_argument("--out", metavar="PATH", help="write the JSON result to PATH (default bench/results/)")
+    ips.set_defaults(func=run_ips)
+
+    ban = kinds.add_parser(
+        "ban",
+        help="time-to-ban under a DNS attack: named -> file -> Fail2Ban vs named under wrap -> fipstop ips",
+        description="The same attack (refused queries from 2^k loopback addresses, with dnsperf load) against "
+        "(a) named logging to a file read by a real fail2ban-server and (b) named under `fipstop wrap` read by "
+        "`fipstop ips`; reports time until every attacker is banned, share banned, time-to-ban percentiles, "
+        "records dropped and named's queries/s, as ratios.",
+    )
+    ban.add_argument("--json", action="store_true", help="print the result as JSON")
+    ban.add_argument("--quick", action="store_true", help="short run: 2^8 attackers, lower rates")
+    ban.add_argument("--attackers-log2", type=int, metavar="K", help="2^K attackers (default 12; 8 with --quick)")
+    ban.add_argument("--rate", type=float, metavar="Q_S", help="attack queries/s at the end of the ramp "
+                     "(default 10000; 5000 with --quick)")
+    ban.add_argument("--timeout", type=float, metavar="S", help="give up waiting for bans after S s (default 300)")
+    ban.add_argument("--out", metavar="PATH", help="write the JSON result to PATH (default bench/results/)")
+    ban.add_argument("--keep", action="store_true", help="keep the temp dir (configs, logs) for inspection")
+    ban.set_defaults(func=run_ban)
+
+    prof = kinds.add_parser(
+        "profile",
+        help="what profiling costs a contended producer: none vs ThreadSampler vs bpf vs py-spy",
+        description="Run a contended C producer (threads logging through libfips under one mutex) with no "
+        "profiler, with the procfs ThreadSampler and with the bpf profiler at their defaults, and a Python "
+        "producer (fipstop._fips) with and without py-spy, in alternating rounds; report throughput ratios "
+        "with a 95 %% confidence interval (target: each drop <= 5 %%).",
+    )
+    prof.add_argument("--json", action="store_true", help="print the result as JSON")
+    prof.add_argument("--quick", action="store_true", help="short run: 1 s per run, 2 rounds")
+    prof.add_argument("--seconds", type=float, metavar="S", help="seconds per run (default 5)")
+    prof.add_argument("--rounds", type=int, metavar="N", help="rounds over all variants (default 6)")
+    prof.add_argument("--variants", metavar="V,V", help="variants (default none,threads,bpf,py_none,py_pyspy)")
+    prof.add_argument("--calm-wait", type=float, metavar="S",
+                      help="before each run wait up to S s for other load to settle (default 20; 0 with --quick)")
+    prof.add_argument("--out", metavar="PATH", help="write the JSON result to PATH (default bench/results/)")
+    prof.set_defaults(func=run_profile)
+
 
 def _load(module: str, what: str):
     try:
@@ -85,3 +151,19 @@ def run_ui(args: argparse.Namespace) -> int | None:
 
 def run_bind(args: argparse.Namespace) -> int | None:
     return _load("fipstop.bench.bind", "bench bind").main(args)
+
+
+def run_record(args: argparse.Namespace) -> int | None:
+    return _load("fipstop.bench.record", "bench record").main(args)
+
+
+def run_ips(args: argparse.Namespace) -> int | None:
+    return _load("fipstop.bench.ips", "bench ips").main(args)
+
+
+def run_ban(args: argparse.Namespace) -> int | None:
+    return _load("fipstop.bench.ban", "bench ban").main(args)
+
+
+def run_profile(args: argparse.Namespace) -> int | None:
+    return _load("fipstop.bench.profile", "bench profile").main(args)

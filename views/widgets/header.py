@@ -8,6 +8,7 @@ the time of the frame shown.  Line 2: totals: records/s, bytes/s, drops/s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
 from textual.widget import Widget
@@ -26,6 +27,8 @@ class HeaderState:
     frame_no: int = 0
     frames: int = 0
     note: str = ""  # e.g. a poll error
+    bans_per_s: float | None = None  # None: no ban source (no IPS, no Fail2Ban)
+    replay: Any = None  # fipstop.replay.Timeline while replaying a recording
 
 
 def header_text(state: HeaderState, width: int = 200) -> Text:
@@ -61,6 +64,8 @@ def header_text(state: HeaderState, width: int = 200) -> Text:
             t.append(f" {state.frame_no}/{state.frames}", style=palette.LABEL)
             if state.behind:
                 t.append(f" (-{fmt.duration(state.behind * state.interval_s)})", style=palette.LABEL)
+    elif state.replay is not None:
+        t.append(f"▶ REPLAY {state.replay.speed:g}x", style="bold #61afef")
     else:
         t.append("● LIVE", style=palette.LIVE)
     t.append("  ")
@@ -85,6 +90,9 @@ def header_text(state: HeaderState, width: int = 200) -> Text:
     t2.append(" (", style=palette.LABEL)
     t2.append(fmt.count(tot.records_dropped), style=palette.DROPS if tot.records_dropped else palette.ZERO)
     t2.append(")" if narrow else " total)", style=palette.LABEL)
+    if state.bans_per_s is not None:
+        t2.append("  bans ", style=palette.LABEL)
+        t2.append(fmt.si(state.bans_per_s) + "/s", style="bold #c678dd" if state.bans_per_s > 0 else palette.ZERO)
     t2.append("  rings ", style=palette.LABEL)
     t2.append(str(tot.rings))
     if tot.rings != tot.rings_active and not narrow:
@@ -108,6 +116,11 @@ def header_text(state: HeaderState, width: int = 200) -> Text:
         t2.append(f"{len(s.errors)} unreadable domain" + ("s" if len(s.errors) > 1 else ""), style=palette.WARN_BOLD)
     t.append("\n")
     t.append_text(t2)
+    if state.replay is not None:
+        from fipstop.views.widgets.timeline import timeline_text
+
+        t.append("\n")
+        t.append_text(timeline_text(state.replay, width))
     return t
 
 
@@ -129,7 +142,22 @@ class StatusHeader(Widget):
 
     def show(self, state: HeaderState) -> None:
         self.state = state
+        height = 3 if state.replay is not None else 2
+        if self.styles.height is None or self.styles.height.value != height:
+            self.styles.height = height
         self.refresh()
+
+    def on_click(self, event) -> None:
+        """A click on the replay timeline seeks there."""
+        if self.state is None or self.state.replay is None or event.y != 2:
+            return
+        from fipstop.views.widgets.timeline import time_at
+
+        t = time_at(self.state.replay, self.size.width, event.x)
+        if t is not None:
+            seek = getattr(self.app, "seek_to", None)
+            if seek is not None:
+                seek(t)
 
     def render(self) -> Text:
         if self.state is None:

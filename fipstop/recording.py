@@ -1,0 +1,353 @@
+"""The recording file: raw frames in SQLite (WAL), seekable by time.
+
+Why SQLite: it is crash-safe by construction (each frame is one committed
+transaction in WAL mode, so ``kill -9`` of the recorder loses at most the
+frame being written and the file still opens), appendable, readable while
+being written (WAL readers never block the writer), and its B-tree index on
+time gives an O(log n) seek.  Frames are compressed by
+:mod:`fipstop.rawcodec` (key frames every ``key_every`` frames, deltas in
+between), so a seek decodes at most ``key_every`` frames after the lookup.
+
+Schema (``SCHEMA_VERSION``)::
+
+    meta(key TEXT PRIMARY KEY, value TEXT)      format, schema_version, host, interval_s,
+                                                 created_ns, fipstop_version, dtypes, key_every
+    frames(seq INTEGER PRIMARY KEY, t_ns, mono_ns, key, marks, ring BLOB, aux BLOB)
+    INDEX frames_t ON frames(t_ns)
+
+``t_ns`` is CLOCK_REALTIME of the ring sample, ``key`` 1 for key frames,
+``marks`` a bit set for the replay timeline (:data:`MARK_DROPS`,
+:data:`MARK_BANS`, :data:`MARK_FINDINGS`), ``aux`` the other probes' raw
+samples (:mod:`fipstop.auxcodec` JSON, zlib) or NULL.  The aux JSON of one
+poll to the next differs little, so in a delta frame it is compressed with
+the previous frame's aux JSON as zlib's preset dictionary (first byte 1; 0:
+no dictionary): 400 bytes of backends become ~60.
+
+A file that is not a recording, is corrupted, or was written by a newer
+schema raises :class:`fipstop.errors.FipsError` with one line naming the file
+and what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from fipstop import __version__
+from fipstop.errors import FipsError
+from fipstop.probes.ring import RawSample
+from fipstop.rawcodec import FrameCodec, current_dtypes, decode_dtypes, dtypes_json
+
+__all__ = ["MARK_BANS", "MARK_DROPS", "MARK_FINDINGS", "SCHEMA_VERSION", "RecordedFrame", "RecordingReader",
+           "RecordingWriter"]
+
+FORMAT = "fipstop-recording"
+SCHEMA_VERSION = 1
+MARK_DROPS, MARK_BANS, MARK_FINDINGS = 1, 2, 4
+_MAX_AUX_BYTES = 64 << 20
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS frames(
+    seq INTEGER PRIMARY KEY,
+    t_ns INTEGER NOT NULL,
+    mono_ns INTEGER NOT NULL,
+    key INTEGER NOT NULL,
+    marks INTEGER NOT NULL DEFAULT 0,
+    ring BLOB NOT NULL,
+    aux BLOB
+);
+CREATE INDEX IF NOT EXISTS frames_t ON frames(t_ns);
+"""
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:200]
+
+
+@dataclass(frozen=True, eq=False)
+class RecordedFrame:
+    seq: int
+    t_ns: int
+    marks: int
+    raw: RawSample
+    aux: dict[str, Any]
+
+
+def _is_full(e: sqlite3.Error) -> bool:
+    return "full" in str(e).lower() or getattr(e, "sqlite_errorcode", None) == 13  # SQLITE_FULL
+
+
+class RecordingWriter:
+    """Appends frames to a recording (creating it, or appending to one of the
+    same schema).  Not thread-safe: one recorder thread owns it."""
+
+    def __init__(self, path: str, *, interval_s: float, host: str, key_every: int = 60) -> None:
+        self.path = path
+        self.frames_written = 0
+        self.bytes_written = 0
+        exists = os.path.exists(path)
+        try:
+            self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            if not exists:
+                # Frames are 1-3 KB: in 4 KB pages only one or two fit and a third of the file
+                # is slack; 64 KB pages hold dozens (set before the first table, and before WAL).
+                self.db.execute("PRAGMA page_size=65536")
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            if exists:
+                meta = _read_meta(self.db, path)
+                if meta.get("dtypes") != dtypes_json(current_dtypes()):
+                    raise FipsError(f"{path}: recorded with another libfips record layout; record into a new file")
+                self.key_every = int(meta.get("key_every", key_every))
+            else:
+                self.key_every = key_every
+                self.db.executescript(_SCHEMA)
+                with self.db:
+                    self.db.execute("BEGIN")
+                    self.db.executemany("INSERT INTO meta VALUES (?, ?)", [
+                        ("format", FORMAT), ("schema_version", str(SCHEMA_VERSION)), ("host", host),
+                        ("interval_s", repr(float(interval_s))), ("created_ns", str(time.time_ns())),
+                        ("fipstop_version", __version__), ("dtypes", dtypes_json(current_dtypes())),
+                        ("key_every", str(key_every))])
+        except sqlite3.Error as e:
+            raise FipsError(f"{path}: cannot record there ({_one_line(e)})") from None
+        # appending starts a new segment with a key frame (the codec starts fresh)
+        self.codec = FrameCodec(key_every=self.key_every)
+        self._prev_aux = b""
+
+    def append(self, raw: RawSample, aux: dict[str, Any] | None = None, marks: int = 0) -> int:
+        """Writes one frame (one transaction); returns its size in bytes."""
+        from fipstop import auxcodec
+
+        ring, is_key = self.codec.encode(raw)
+        aux_json = auxcodec.dumps(aux) if aux else b""
+        aux_b = _pack_aux(aux_json, b"" if is_key else self._prev_aux) if aux_json else None
+        self._prev_aux = aux_json
+        try:
+            self.db.execute("INSERT INTO frames(t_ns, mono_ns, key, marks, ring, aux) VALUES (?,?,?,?,?,?)",
+                            (int(raw.taken_realtime_ns), int(raw.taken_mono_ns), int(is_key), int(marks), ring,
+                             aux_b))
+        except sqlite3.Error as e:
+            self.codec.reset()  # the next frame must not be a delta on a frame that is not in the file
+            self._prev_aux = b""
+            if _is_full(e):
+                raise FipsError(f"{self.path}: disk full after {self.frames_written} frames; "
+                                "what was written is kept and replays") from None
+            raise FipsError(f"{self.path}: cannot write a frame ({_one_line(e)})") from None
+        n = len(ring) + (len(aux_b) if aux_b else 0)
+        self.frames_written += 1
+        self.bytes_written += n
+        return n
+
+    def close(self) -> None:
+        try:
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass
+        self.db.close()
+
+
+def _pack_aux(data: bytes, prev: bytes) -> bytes:
+    if prev:
+        z = zlib.compressobj(6, zdict=prev)
+        return b"\x01" + z.compress(data) + z.flush()
+    return b"\x00" + zlib.compress(data, 6)
+
+
+def _unpack_aux(blob: bytes, prev: bytes) -> bytes:
+    """Raises zlib.error / ValueError on anything that is not what _pack_aux wrote."""
+    if not blob:
+        raise ValueError("empty")
+    kind, body = blob[0], blob[1:]
+    if kind == 1:
+        if not prev:
+            raise ValueError("no previous aux")
+        d = zlib.decompressobj(zdict=prev)
+    elif kind == 0:
+        d = zlib.decompressobj()
+    else:
+        raise ValueError("unknown aux kind")
+    out = d.decompress(body, _MAX_AUX_BYTES)
+    if d.unconsumed_tail:
+        raise ValueError("aux too large")
+    return out
+
+
+def _read_meta(db: sqlite3.Connection, path: str) -> dict[str, str]:
+    try:
+        rows = db.execute("SELECT key, value FROM meta").fetchall()
+    except sqlite3.DatabaseError as e:
+        msg = _one_line(e)
+        if "no such table" in msg:
+            raise FipsError(f"{path}: not a fipstop recording (an SQLite file without fipstop's tables)") from None
+        if "not a database" in msg:
+            raise FipsError(f"{path}: not a fipstop recording (not an SQLite file)") from None
+        raise FipsError(f"{path}: corrupted recording ({msg})") from None
+    meta = {str(k): str(v) for k, v in rows}
+    if meta.get("format") != FORMAT:
+        raise FipsError(f"{path}: not a fipstop recording (format {meta.get('format', 'missing')[:40]!r})")
+    try:
+        ver = int(meta.get("schema_version", ""))
+    except ValueError:
+        raise FipsError(f"{path}: corrupted recording (schema version is not a number)") from None
+    if ver > SCHEMA_VERSION:
+        raise FipsError(f"{path}: written by a newer fipstop (recording schema {ver}; this fipstop reads up to "
+                        f"{SCHEMA_VERSION}): upgrade fipstop to replay it")
+    if ver < 1:
+        raise FipsError(f"{path}: recording schema {ver} is not one fipstop ever wrote")
+    return meta
+
+
+class RecordingReader:
+    """Reads a recording, also one still being written (call ``refresh``)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        if not os.path.exists(path):
+            raise FipsError(f"{path}: no such file")
+        if os.path.isdir(path):
+            raise FipsError(f"{path}: is a directory, not a recording")
+        try:
+            with open(path, "rb") as f:
+                head = f.read(16)
+        except OSError as e:
+            raise FipsError(f"{path}: cannot read ({e.strerror})") from None
+        if head != b"SQLite format 3\x00":
+            raise FipsError(f"{path}: not a fipstop recording (not an SQLite file)" if head
+                            else f"{path}: empty file, not a recording")
+        writable = os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+        uri = f"file:{os.path.abspath(path)}?mode={'rw' if writable else 'ro'}"
+        try:
+            self.db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA query_only=ON")
+            self.meta = _read_meta(self.db, path)
+            self.dtypes = decode_dtypes(self.meta.get("dtypes", ""))
+            self.interval_s = float(self.meta.get("interval_s", "1"))
+            self.host = self.meta.get("host", "")
+        except FipsError:
+            raise
+        except (sqlite3.Error, ValueError) as e:
+            raise FipsError(f"{path}: corrupted recording ({_one_line(e)})") from None
+        self._codec = FrameCodec(self.dtypes)
+        self._decoded_seq: int | None = None  # seq the codec state belongs to
+        self._prev_aux = b""  # aux JSON of frame _decoded_seq (the next delta's dictionary)
+        self.refresh()
+
+    # -- index ------------------------------------------------------------------
+
+    def _q(self, sql: str, args: tuple = ()) -> list[tuple]:
+        try:
+            return self.db.execute(sql, args).fetchall()
+        except sqlite3.Error as e:
+            raise FipsError(f"{self.path}: corrupted recording ({_one_line(e)})") from None
+
+    def refresh(self) -> int:
+        """Re-reads the extent (a recorder may be appending); returns the frame count."""
+        (lo, hi, n), = self._q("SELECT MIN(seq), MAX(seq), COUNT(*) FROM frames")
+        self.first_seq, self.last_seq, self.count = (lo or 0), (hi or 0), int(n)
+        return self.count
+
+    def time_of(self, seq: int) -> int | None:
+        r = self._q("SELECT t_ns FROM frames WHERE seq = ?", (seq,))
+        return int(r[0][0]) if r else None
+
+    @property
+    def first_t_ns(self) -> int:
+        return self.time_of(self.first_seq) or 0
+
+    @property
+    def last_t_ns(self) -> int:
+        return self.time_of(self.last_seq) or 0
+
+    def seq_at(self, t_ns: int) -> int | None:
+        """The last frame taken at or before ``t_ns`` (the first frame if none); O(log n)."""
+        r = self._q("SELECT seq FROM frames WHERE t_ns <= ? ORDER BY t_ns DESC, seq DESC LIMIT 1", (int(t_ns),))
+        if r:
+            return int(r[0][0])
+        return self.first_seq if self.count else None
+
+    def next_seq(self, seq: int) -> int | None:
+        r = self._q("SELECT seq FROM frames WHERE seq > ? ORDER BY seq LIMIT 1", (seq,))
+        return int(r[0][0]) if r else None
+
+    def prev_seq(self, seq: int) -> int | None:
+        r = self._q("SELECT seq FROM frames WHERE seq < ? ORDER BY seq DESC LIMIT 1", (seq,))
+        return int(r[0][0]) if r else None
+
+    def marks(self) -> list[tuple[int, int]]:
+        """(t_ns, marks) of every frame with a mark, for the timeline."""
+        return [(int(t), int(m)) for t, m in self._q("SELECT t_ns, marks FROM frames WHERE marks != 0 ORDER BY seq")]
+
+    # -- frames ------------------------------------------------------------------
+
+    def read(self, seq: int) -> RecordedFrame:
+        """Frame ``seq``; decodes forward from the key frame before it unless the
+        codec already stands on ``seq - 1``."""
+        prev = self.prev_seq(seq)
+        if self._decoded_seq is None or prev is None or self._decoded_seq != prev:
+            r = self._q("SELECT MAX(seq) FROM frames WHERE seq <= ? AND key = 1", (seq,))
+            start = r[0][0]
+            if start is None:
+                raise FipsError(f"{self.path}: corrupted recording (no key frame before frame {seq})")
+            self._codec.reset()
+            self._prev_aux = b""
+            for s, blob, aux_b in self._q("SELECT seq, ring, aux FROM frames WHERE seq >= ? AND seq < ? ORDER BY seq",
+                                          (int(start), seq)):
+                self._decode(s, blob)
+                self._aux_json(s, aux_b)
+        rows = self._q("SELECT seq, t_ns, marks, ring, aux FROM frames WHERE seq = ?", (seq,))
+        if not rows:
+            raise FipsError(f"{self.path}: no frame {seq}")
+        s, t, marks, blob, aux_b = rows[0]
+        raw = self._decode(s, blob)
+        data = self._aux_json(s, aux_b)
+        aux: dict[str, Any] = {}
+        if data:
+            from fipstop import auxcodec
+
+            try:
+                val = auxcodec.loads(data)
+            except ValueError as e:
+                raise FipsError(f"{self.path}: frame {seq}: {e}") from None
+            if isinstance(val, dict):
+                aux = val
+        return RecordedFrame(int(s), int(t), int(marks), raw, aux)
+
+    def _aux_json(self, seq: int, aux_b: bytes | None) -> bytes:
+        try:
+            data = _unpack_aux(bytes(aux_b), self._prev_aux) if aux_b else b""
+        except (zlib.error, ValueError):
+            self._decoded_seq = None
+            raise FipsError(f"{self.path}: corrupted recording (frame {seq}: aux data)") from None
+        self._prev_aux = data
+        return data
+
+    def _decode(self, seq: int, blob: bytes) -> RawSample:
+        try:
+            raw = self._codec.decode(bytes(blob))
+        except ValueError as e:
+            self._decoded_seq = None
+            raise FipsError(f"{self.path}: frame {seq}: {e}") from None
+        self._decoded_seq = int(seq)
+        return raw
+
+    def iter_frames(self, from_seq: int | None = None, to_seq: int | None = None) -> Iterator[RecordedFrame]:
+        seq = self.first_seq if from_seq is None else from_seq
+        if not self.count:
+            return
+        r = self._q("SELECT seq FROM frames WHERE seq >= ? ORDER BY seq LIMIT 1", (seq,))
+        if not r:
+            return
+        seq = int(r[0][0])
+        while seq is not None and (to_seq is None or seq <= to_seq):
+            yield self.read(seq)
+            seq = self.next_seq(seq)
+
+    def close(self) -> None:
+        self.db.close()

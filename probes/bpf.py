@@ -1,0 +1,782 @@
+"""Off-CPU, lock-wait and on-CPU stacks of one process, from eBPF (bcc).
+
+What the kernel gives us on this kind of machine (no kprobes, fentry,
+function tracer or hardware PMU; see DESIGN.md) and how it is used:
+
+- ``sched:sched_switch``: the thread leaving the CPU is stamped with its
+  user and kernel stacks; when it comes back the time away is added to
+  (tid, user stack, kernel stack, runnable) — off-CPU time by stack; time
+  spent runnable is marked: preempted (``[preempted: runnable]``), or woken
+  and waiting for a CPU (``[woken: waiting for a CPU]``, from the wake-up
+  time stamped by ``sched_waking``), so blocked time is blocking only, as
+  in the procfs ThreadSampler's split;
+- lock waits, from the same switch: a thread that blocks inside futex(2)
+  has the futex word and op in its saved user registers
+  (``bpf_task_pt_regs``); FUTEX_WAIT/LOCK_PI (what pthread mutexes issue)
+  add the time away to (futex address, tid, user stack); FUTEX_WAIT_BITSET
+  (condition variables, semaphores, join: waiting for work) is counted apart
+  (``extra["condvar_wait_ns"]``), as the procfs ThreadSampler does.  (The
+  syscalls futex tracepoints were measured first: 4.8 us per call, more
+  than a CPU on a contended producer — see fipstop.probes.bpf_program);
+- ``sched:sched_waking``: a thread of the target that wakes one of its
+  threads blocked on a lock released that lock; its stack is counted under
+  the lock as a holder stack (1 in ``WAKE_SAMPLE`` wake-ups, counts scaled);
+- perf software ``cpu-clock`` at ``oncpu_hz`` on every CPU: on-CPU samples.
+
+The program is compiled once per profiler in :meth:`BpfProfiler.start`
+(seconds: :attr:`BpfProfiler.state` says ``compiling`` meanwhile), with the
+target's tgid as a constant so every handler returns after one compare for
+other processes.  Maps are aggregated in the kernel and read (and deleted)
+once per :meth:`sample`.  Full maps and unstorable stacks are counted and
+reported in ``ProfileSample.extra`` (``*_map_full``, ``*stack_eexist``,
+``*stack_enomem``), never silent; a lost stack also shows as a
+``[... stack lost: ...]`` frame.
+
+User stacks: the kernel walks frame pointers, and code built without them
+(Debian's glibc and most distro packages) stops that walk after the leaf.
+So each event also copies the top of the user stack (``SCAN_WORDS`` words
+above the stack pointer, from ``bpf_task_pt_regs``) and keeps up to
+``NSCAN`` words that point into the target's text mappings; user space keeps
+those that follow a call instruction and shows them as the leaf's callers
+(e.g. ``__vsyslog_internal`` > ``__send``).  Scanned frames are a heuristic:
+a stale return address can appear, and callers whose frames lie deeper than
+the scanned window (large stack buffers) are missing.  Kernel stacks are
+complete.  Lock addresses are placed in the target's memory map
+(``LockWait.region``, e.g. ``libc.so.6 data`` for glibc's own static locks
+such as syslog's, ``anon`` for heap-allocated ones).
+
+Symbols come from bcc (``BPF.sym`` needs the target alive; cached per
+address).  Frames and thread names are the target's text: escape them
+before display.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fipstop.probes.bpf_program import ERRORS, NRANGES, WAKE_SAMPLE, program_text
+from fipstop.probes.stacks import LockWait, ProfileSample, StackCount
+
+__all__ = [
+    "BpfProfiler", "PREEMPTED_FRAME", "WOKEN_FRAME", "OffRow", "clean_user_frames", "FutexRow", "WakeRow", "lost_frame", "merge_frames",
+    "build_stacks", "build_locks", "region_of", "read_maps", "prepare_tracing", "text_ranges",
+    "looks_like_call", "combine_user",
+]
+
+EEXIST, ENOMEM, EFAULT, ENOENT = 17, 12, 14, 2
+PREEMPTED_FRAME = "[preempted: runnable]"
+WOKEN_FRAME = "[woken: waiting for a CPU]"
+#: map sizes (entries); the stack map is the big one (48 frames x 8 B each)
+STACKS = 16384
+THREADS = 8192
+KEYS = 16384
+#: the stack map is reset once this share of it may be in use
+STACK_RESET_SHARE = 0.25  # stacks collide (EEXIST) more often as the map fills
+
+
+# --------------------------------------------------------------------------- #
+# pure parts: decoding and aggregation (unit-tested without bcc or root)
+# --------------------------------------------------------------------------- #
+@dataclass(frozen=True, slots=True)
+class OffRow:
+    """One entry of the offcpu/oncpu maps."""
+
+    tid: int
+    ustack: int
+    kstack: int
+    #: 0 blocked; 1 preempted (still runnable); 2 woken, waiting for a CPU
+    runnable: int
+    value: int
+    #: return-address candidates from scanning the user stack (innermost first)
+    scan: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FutexRow:
+    uaddr: int
+    tid: int
+    ustack: int
+    wait_ns: int
+    waits: int
+    #: FUTEX_WAIT_BITSET-like: a condition variable, semaphore or join (waiting
+    #: for work), not a lock; kept out of the lock table
+    condvar: bool = False
+    scan: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WakeRow:
+    uaddr: int
+    tid: int
+    ustack: int
+    woken: int
+    scan: tuple[int, ...] = ()
+
+
+def lost_frame(stack_id: int, user: bool) -> str | None:
+    """The placeholder frame for a negative stack id (None: no frames, as
+    for the kernel stack of a thread sampled in user mode)."""
+    side = "user" if user else "kernel"
+    if stack_id == -ENOENT:  # not taken on purpose (a preempted thread)
+        return None
+    if stack_id == -EEXIST:
+        return f"[{side} stack lost: hash collision]"
+    if stack_id == -ENOMEM:
+        return f"[{side} stack lost: stack map full]"
+    if stack_id == -EFAULT:
+        return "[no user stack]" if user else None
+    return f"[{side} stack lost: error {-stack_id}]"
+
+
+def clean_user_frames(leaf_first: list[str]) -> tuple[str, ...]:
+    """Frame-pointer walks through code built without frame pointers run
+    into garbage: stop at the first address that lies in no mapping (shown
+    as ``0x...``) and collapse runs of one repeated frame."""
+    out: list[str] = []
+    for i, f in enumerate(leaf_first):
+        if f.startswith("0x") and i > 0:
+            out.append("[truncated: no frame pointer]")
+            break
+        if out and out[-1] == f:
+            continue
+        out.append(f)
+    return tuple(out)
+
+
+def merge_frames(user_leaf_first: Iterable[str], kernel_leaf_first: Iterable[str]) -> tuple[str, ...]:
+    """Root first: the user stack from its outermost frame down to the
+    leaf, then the kernel stack from the syscall entry to the leaf; kernel
+    frames carry flamegraph.pl's ``_[k]`` suffix."""
+    user = list(user_leaf_first)[::-1]
+    kernel = [f if f.endswith("_[k]") else f + "_[k]" for f in list(kernel_leaf_first)[::-1]]
+    return tuple(user + kernel)
+
+
+StackResolver = Callable[[int, bool], tuple[str, ...]]
+"""(stack id >= 0, user?) -> frames, leaf first."""
+
+
+ScanResolver = Callable[[tuple[int, ...]], tuple[str, ...]]
+"""return-address candidates -> the frames of those that hold up, innermost first."""
+
+TRUNCATED = "[truncated: no frame pointer]"
+
+
+def looks_like_call(before: bytes) -> bool:
+    """Do the bytes just before a return-address candidate end with an x86-64
+    call instruction?  (``e8 rel32``, or ``ff /2`` register/memory forms of
+    2, 3, 4, 6 or 7 bytes.)  Filters stale data out of scanned stacks."""
+    n = len(before)
+    if n >= 5 and before[-5] == 0xE8:
+        return True
+    for size in (2, 3, 4, 6, 7):
+        if n >= size and before[-size] == 0xFF and (before[-size + 1] & 0x38) == 0x10:
+            return True
+    return False
+
+
+def combine_user(fp_leaf_first: tuple[str, ...], scanned: tuple[str, ...]) -> tuple[str, ...]:
+    """The frame-pointer walk when it got anywhere; else its leaf followed by
+    the scanned callers (consecutive repeats collapsed)."""
+    real = [f for f in fp_leaf_first if f != TRUNCATED]
+    if not scanned or (len(real) >= 3 and TRUNCATED not in fp_leaf_first):
+        return fp_leaf_first
+    out = real[:1] if real else []
+    for f in scanned:
+        if not out or out[-1] != f:
+            out.append(f)
+    return tuple(out)
+
+
+def _frames(ustack: int, kstack: int, resolve: StackResolver, scan: tuple[int, ...] = (),
+            resolve_scan: ScanResolver | None = None) -> tuple[str, ...]:
+    if ustack >= 0:
+        u: tuple[str, ...] = resolve(ustack, True)
+        if scan and resolve_scan is not None:
+            u = combine_user(u, resolve_scan(scan))
+    else:
+        lf = lost_frame(ustack, True)
+        u = (lf,) if lf else ()
+    if kstack >= 0:
+        k: tuple[str, ...] = resolve(kstack, False)
+    else:
+        lf = lost_frame(kstack, False)
+        k = (lf,) if lf else ()
+    return merge_frames(u, k)
+
+
+def build_stacks(rows: Iterable[OffRow], resolve: StackResolver, thread_name: Callable[[int], str],
+                 *, mark_runnable: bool = True, resolve_scan: ScanResolver | None = None) -> tuple[StackCount, ...]:
+    """One :class:`StackCount` per (tid, frames), largest first; run-queue
+    time stands apart from blocking: a stack the thread left while still
+    runnable gets :data:`PREEMPTED_FRAME` as its leaf, and the time between a
+    blocked thread's wake-up and its return to a CPU is the stackless
+    :data:`WOKEN_FRAME`."""
+    agg: dict[tuple[int, tuple[str, ...]], int] = defaultdict(int)
+    for r in rows:
+        if r.value <= 0:
+            continue
+        frames = _frames(r.ustack, r.kstack, resolve, r.scan, resolve_scan)
+        if mark_runnable and r.runnable:
+            frames = frames + (WOKEN_FRAME if r.runnable == 2 else PREEMPTED_FRAME,)
+        agg[(r.tid, frames)] += r.value
+    out = [StackCount(frames=f, value=v, tid=tid, thread=thread_name(tid)) for (tid, f), v in agg.items()]
+    out.sort(key=lambda s: (-s.value, s.tid, s.frames))
+    return tuple(out)
+
+
+def build_locks(futex_rows: Iterable[FutexRow], wake_rows: Iterable[WakeRow], resolve: StackResolver,
+                thread_name: Callable[[int], str], region: Callable[[int], str] = lambda a: "",
+                *, limit: int = 64, resolve_scan: ScanResolver | None = None) -> tuple[LockWait, ...]:
+    """Lock waits grouped by futex address, most waited-on first; waiting
+    stacks valued in ns, holder (waker) stacks in threads woken."""
+    waits: dict[int, list[FutexRow]] = defaultdict(list)
+    for r in futex_rows:
+        if not r.condvar:
+            waits[r.uaddr].append(r)
+    wakes: dict[int, list[WakeRow]] = defaultdict(list)
+    for w in wake_rows:
+        wakes[w.uaddr].append(w)
+    locks = []
+    for addr, rows in waits.items():
+        stacks = build_stacks((OffRow(r.tid, r.ustack, -EFAULT, False, r.wait_ns, r.scan) for r in rows),
+                              resolve, thread_name, mark_runnable=False, resolve_scan=resolve_scan)
+        holders = build_stacks((OffRow(w.tid, w.ustack, -EFAULT, False, w.woken, w.scan)
+                                for w in wakes.get(addr, ())),
+                               resolve, thread_name, mark_runnable=False, resolve_scan=resolve_scan)
+        locks.append(LockWait(
+            address=addr,
+            wait_ns=sum(r.wait_ns for r in rows),
+            waits=sum(r.waits for r in rows),
+            waiter_tids=tuple(sorted({r.tid for r in rows})),
+            stacks=stacks,
+            holder_stacks=holders,
+            region=region(addr),
+        ))
+    locks.sort(key=lambda lk: (-lk.wait_ns, lk.address))
+    return tuple(locks[:limit])
+
+
+def region_of(addr: int, maps_text: str) -> str:
+    """Where ``addr`` lies in a process given its /proc/PID/maps text:
+    ``libc.so.6 data``, ``[heap]``, ``[stack]``, ``anon``, or ``""``."""
+    for line in maps_text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 5:
+            continue
+        try:
+            lo_s, hi_s = parts[0].split("-")
+            lo, hi = int(lo_s, 16), int(hi_s, 16)
+        except ValueError:
+            continue
+        if not lo <= addr < hi:
+            continue
+        perms = parts[1]
+        path = parts[5].strip() if len(parts) > 5 else ""
+        if path.startswith("["):
+            return path
+        if not path:
+            return "anon"
+        kind = "text" if "x" in perms else ("data" if "w" in perms else "rodata")
+        return f"{os.path.basename(path)} {kind}"
+    return ""
+
+
+def text_ranges(maps_text: str, limit: int) -> tuple[list[tuple[int, int]], int]:
+    """The executable mappings of a /proc/PID/maps text, sorted, adjacent
+    ones merged, at most ``limit`` (the largest kept); returns (ranges,
+    how many were left out)."""
+    spans = []
+    for line in maps_text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 2 or "x" not in parts[1]:
+            continue
+        if len(parts) > 5 and parts[5].strip() == "[vsyscall]":
+            continue
+        try:
+            lo_s, hi_s = parts[0].split("-")
+            spans.append((int(lo_s, 16), int(hi_s, 16)))
+        except ValueError:
+            continue
+    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for lo, hi in spans:
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    dropped = max(0, len(merged) - limit)
+    if dropped:
+        merged = sorted(sorted(merged, key=lambda r: r[1] - r[0], reverse=True)[:limit])
+    return merged, dropped
+
+
+def read_maps(bpf) -> tuple[list[OffRow], list[OffRow], list[FutexRow], list[WakeRow], dict[str, int]]:
+    """Read and delete every aggregation map of a loaded program (batch
+    lookup-and-delete where the kernel has it, so nothing counted between
+    the read and the delete is lost); the error counters are read and zeroed."""
+
+    def drain(name: bytes):
+        table = bpf[name]
+        try:
+            return list(table.items_lookup_and_delete_batch())
+        except Exception:  # older kernels: read, then delete what was read
+            items = list(table.items())
+            for k, _ in items:
+                try:
+                    del table[k]
+                except KeyError:
+                    pass
+            return items
+
+    def num(v) -> int:  # batch reads give ints, item reads ctypes
+        return int(getattr(v, "value", v))
+
+    def scan(k) -> tuple[int, ...]:
+        return tuple(int(a) for a in k.scan.ip if a)
+
+    off = [OffRow(k.tid, k.ustack, k.kstack, int(k.runnable), num(v), scan(k)) for k, v in drain(b"offcpu")]
+    on = [OffRow(k.tid, k.ustack, k.kstack, False, num(v), scan(k)) for k, v in drain(b"oncpu")]
+    fx = [FutexRow(k.uaddr, k.tid, k.ustack, int(v.wait_ns), int(v.waits), k.kind == 3, scan(k))
+          for k, v in drain(b"futex")]
+    wk = [WakeRow(k.uaddr, k.tid, k.ustack, num(v) * WAKE_SAMPLE, scan(k)) for k, v in drain(b"wakes")]
+    errs: dict[str, int] = {}
+    table = bpf[b"errors"]
+    for i, name in enumerate(ERRORS):
+        v = int(getattr(table[table.Key(i)], "value", 0))
+        if v:
+            table[table.Key(i)] = table.Leaf(0)
+        errs[name] = int(v)
+    return off, on, fx, wk, errs
+
+
+# --------------------------------------------------------------------------- #
+# tracefs / debugfs
+# --------------------------------------------------------------------------- #
+TRACEFS_PATHS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+
+
+def _mounted(path: str, mounts: str) -> bool:
+    return any(line.split()[1:2] == [path] for line in mounts.splitlines())
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def tracing_status() -> tuple[bool, str]:
+    """(tracefs usable now, what is missing)."""
+    for p in TRACEFS_PATHS:
+        if os.path.isdir(os.path.join(p, "events", "sched")):
+            return True, p
+    return False, "tracefs is not mounted (/sys/kernel/tracing)"
+
+
+def prepare_tracing() -> tuple[bool, str]:
+    """Mount tracefs and debugfs when tracepoints are not reachable and we
+    are root (bcc reads tracepoint formats there; recent kernels automount
+    tracefs on first access, so usually nothing is done).  Returns (ok,
+    what was mounted or what is missing)."""
+    ok, where = tracing_status()
+    notes = []
+    mounts = _read("/proc/self/mounts")
+    if os.geteuid() == 0 and not ok:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        for fstype, target in (("debugfs", "/sys/kernel/debug"), ("tracefs", "/sys/kernel/tracing")):
+            if _mounted(target, mounts) or not os.path.isdir(target):
+                continue
+            if libc.mount(fstype.encode(), target.encode(), fstype.encode(), 0, None) == 0:
+                notes.append(f"mounted {fstype} on {target}")
+            else:
+                e = ctypes.get_errno()
+                notes.append(f"cannot mount {fstype} on {target}: {os.strerror(e)}")
+        ok, where = tracing_status()
+    if not ok:
+        return False, "; ".join([where, *notes]) if notes else where + " (mount -t tracefs tracefs /sys/kernel/tracing)"
+    return True, "; ".join(notes)
+
+
+# --------------------------------------------------------------------------- #
+# the profiler
+# --------------------------------------------------------------------------- #
+class BpfProfiler:
+    """eBPF profile of process ``pid``: see the module docstring.
+
+    ``start()`` compiles and attaches (seconds; never raises: a failure is
+    kept and reported by every later ``sample()``); ``sample()`` returns what
+    was aggregated since the previous sample; ``close()`` detaches.
+    """
+
+    name = "bpf"
+
+    def __init__(self, pid: int, *, oncpu_hz: float = 49.0, offcpu_min_us: int = 1,
+                 kernel_source: str | None = None) -> None:
+        self.pid = int(pid)
+        self.oncpu_hz = float(oncpu_hz)
+        self.offcpu_min_us = int(offcpu_min_us)
+        self.kernel_source = kernel_source
+        self.state = "idle"  # idle | compiling | running | failed | closed
+        self.reason = ""
+        self.notes: list[str] = []
+        self.compile_s = 0.0
+        self._bpf = None
+        self._lock = threading.Lock()
+        self._last_ns = 0
+        self._stack_ids: set[int] = set()
+        self._stack_cache: dict[tuple[int, bool], tuple[str, ...]] = {}
+        self._sym_cache: dict[int, str] = {}
+        self._ksym_cache: dict[int, str] = {}
+        self._comm: dict[int, str] = {}
+        self._lost_total: dict[str, int] = defaultdict(int)
+        self._stack_resets = 0
+        self._maps_text = ""
+        self._ranges_dropped = 0
+        self._call_ok: dict[int, bool] = {}
+        self._mem_fd: int | None = None
+
+    # -- availability ------------------------------------------------------ #
+    def available(self) -> tuple[bool, str]:
+        """Whether this can run here, and if not exactly what is missing."""
+        if self.state == "failed":
+            return False, self.reason
+        if os.geteuid() != 0:
+            return False, "needs root (eBPF tracepoints and perf events)"
+        if not Path(f"/proc/{self.pid}").exists():
+            return False, f"no process {self.pid}"
+        try:
+            import bcc  # noqa: F401
+        except Exception as exc:  # ImportError, or libbcc missing underneath
+            return False, f"bcc is not importable ({type(exc).__name__}: {exc}); apt-get install python3-bpfcc"
+        ok, why = self._headers(build=False)
+        if not ok:
+            return False, why
+        ok, where = tracing_status()
+        if not ok and not os.path.isdir("/sys/kernel/tracing"):
+            return False, where
+        return True, "" if ok else f"{where}: will mount it"
+
+    def _headers(self, *, build: bool) -> tuple[bool, str]:
+        if self.kernel_source:
+            if Path(self.kernel_source, "include").is_dir():
+                return True, self.kernel_source
+            return False, f"kernel source {self.kernel_source} has no include/ directory"
+        from fipstop.profile import kheaders
+
+        if not build:
+            env = os.environ.get("BCC_KERNEL_SOURCE")
+            if not env:
+                rel = os.uname().release
+                if any((Path("/lib/modules") / rel / s / "include").is_dir() for s in ("build", "source")) \
+                        or Path("/sys/kernel/kheaders.tar.xz").is_file():
+                    return True, ""
+                import platform
+
+                if kheaders.debian_pairs(Path("/usr/src"), platform.machine()):
+                    return True, "merged Debian kernel headers (built on start)"
+        kh = kheaders.find_kernel_headers()
+        if not kh.ok:
+            return False, kh.reason
+        self._kh_env = kh.env
+        if kh.note:
+            self.notes.append(f"kernel headers: {kh.note}")
+        return True, kh.env or ""
+
+    # -- lifecycle --------------------------------------------------------- #
+    def start(self) -> None:
+        """Compile and attach (takes seconds).  Never raises."""
+        with self._lock:
+            if self.state in ("running", "failed", "closed"):
+                return
+            self.state = "compiling"
+            t0 = time.monotonic()
+            try:
+                self._start()
+            except Exception as exc:  # degrade with a reason, never raise
+                self._fail(f"{type(exc).__name__}: {exc}")
+            self.compile_s = time.monotonic() - t0
+
+    def _fail(self, reason: str) -> None:
+        self.state = "failed"
+        self.reason = reason
+        if self._bpf is not None:
+            try:
+                self._bpf.cleanup()
+            except Exception:
+                pass
+            self._bpf = None
+
+    def _start(self) -> None:
+        if os.geteuid() != 0:
+            return self._fail("needs root (eBPF tracepoints and perf events)")
+        if not Path(f"/proc/{self.pid}").exists():
+            return self._fail(f"no process {self.pid}")
+        ok, note = prepare_tracing()
+        if not ok:
+            return self._fail(note)
+        if note:
+            self.notes.append(note)
+        self._kh_env = None
+        ok, src = self._headers(build=True)
+        if not ok:
+            return self._fail(src)
+        try:
+            import bcc
+        except Exception as exc:
+            return self._fail(f"bcc is not importable ({type(exc).__name__}: {exc}); apt-get install python3-bpfcc")
+        # bcc picked its tracefs path at import; point it at the live one
+        if not os.path.isdir(os.path.join(bcc.TRACEFS, "events")):
+            ok, where = tracing_status()
+            if ok:
+                bcc.TRACEFS = where
+        text = program_text(self.pid, min_ns=self.offcpu_min_us * 1000, stacks=STACKS, threads=THREADS, keys=KEYS)
+        env_src = self.kernel_source or self._kh_env
+        old_env = os.environ.get("BCC_KERNEL_SOURCE")
+        errfile = tempfile.TemporaryFile()
+        saved = os.dup(2)
+        try:
+            if env_src:
+                os.environ["BCC_KERNEL_SOURCE"] = env_src
+            os.dup2(errfile.fileno(), 2)  # bcc's compiler writes diagnostics to fd 2
+            try:
+                self._bpf = bcc.BPF(text=text.encode())
+            finally:
+                os.dup2(saved, 2)
+                if env_src:
+                    if old_env is None:
+                        os.environ.pop("BCC_KERNEL_SOURCE", None)
+                    else:
+                        os.environ["BCC_KERNEL_SOURCE"] = old_env
+        except Exception as exc:
+            errfile.seek(0)
+            diag = [ln for ln in errfile.read().decode(errors="replace").splitlines() if ln.strip()]
+            errs = [ln for ln in diag if "error" in ln.lower() or "unable" in ln.lower()]
+            detail = (errs or diag or [str(exc)])[0].strip()
+            return self._fail(f"BPF compile failed: {detail[:200]}"
+                              + (f" (headers: {env_src})" if env_src else ""))
+        finally:
+            os.close(saved)
+            errfile.close()
+        if self.oncpu_hz > 0:
+            try:
+                self._bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
+                                            fn_name=b"on_cpu", sample_freq=max(1, int(round(self.oncpu_hz))))
+            except Exception as exc:
+                self.notes.append(f"on-CPU sampling off: cpu-clock perf event failed ({exc})")
+        self._load_ranges(_read(f"/proc/{self.pid}/maps"))
+        read_maps(self._bpf)  # drop what was counted before the text ranges were known
+        self._last_ns = time.monotonic_ns()
+        self.state = "running"
+
+    def close(self) -> None:
+        with self._lock:
+            if self._bpf is not None:
+                try:
+                    self._bpf.cleanup()
+                except Exception:
+                    pass
+                self._bpf = None
+            if self._mem_fd is not None:
+                os.close(self._mem_fd)
+                self._mem_fd = None
+            if self.state != "failed":
+                self.state = "closed"
+
+    def __enter__(self) -> "BpfProfiler":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- sampling ---------------------------------------------------------- #
+    def sample(self) -> ProfileSample:
+        now = time.monotonic_ns()
+        if self.state == "idle":
+            self.start()
+        if self.state == "compiling":
+            return ProfileSample.unavailable(self.name, self.pid, "compiling the BPF program…", now)
+        if self.state != "running" or self._bpf is None:
+            return ProfileSample.unavailable(self.name, self.pid, self.reason or f"profiler {self.state}", now)
+        with self._lock:
+            if self._bpf is None:
+                return ProfileSample.unavailable(self.name, self.pid, "profiler closed", now)
+            try:
+                return self._sample(now)
+            except Exception as exc:  # a probe degrades, it never raises
+                return ProfileSample.unavailable(self.name, self.pid,
+                                                 f"reading the BPF maps failed: {type(exc).__name__}: {exc}", now)
+
+    def _sample(self, now: int) -> ProfileSample:
+        bpf = self._bpf
+        off, on, fx, wk, errs = read_maps(bpf)
+        alive = Path(f"/proc/{self.pid}").exists()
+        maps_text = _read(f"/proc/{self.pid}/maps") if alive else ""
+        resolve = self._resolver(bpf)
+        rs = self._scan_resolver(bpf, maps_text) if alive else None
+        oncpu = build_stacks(on, resolve, self._thread_name, resolve_scan=rs)
+        offcpu = build_stacks(off, resolve, self._thread_name, resolve_scan=rs)
+        locks = build_locks(fx, wk, resolve, self._thread_name, lambda a: region_of(a, maps_text), resolve_scan=rs)
+        if alive and maps_text != self._maps_text:
+            self._load_ranges(maps_text)  # a library was loaded or unloaded
+        # the stack map is a dictionary that outlives one interval (ids are
+        # hashes of the frames, so an id stays valid); reset it before it fills
+        for r in (*off, *on):
+            self._stack_ids.update(i for i in (r.ustack, r.kstack) if i >= 0)
+        for r in (*fx, *wk):
+            if r.ustack >= 0:
+                self._stack_ids.add(r.ustack)
+        if len(self._stack_ids) > STACK_RESET_SHARE * STACKS or errs.get("ustack_enomem") or errs.get("kstack_enomem"):
+            for name in (b"stacks", b"ustacks"):
+                try:
+                    bpf[name].clear()
+                except Exception:
+                    pass
+            self._stack_ids.clear()
+            self._stack_cache.clear()
+            self._stack_resets += 1
+        for k, v in errs.items():
+            self._lost_total[k] += v
+        extra: dict[str, float] = {
+            "oncpu_hz": self.oncpu_hz,
+            "offcpu_min_us": float(self.offcpu_min_us),
+            "compile_s": round(self.compile_s, 3),
+            "runqueue_ns": float(sum(r.value for r in off if r.runnable)),
+            "blocked_ns": float(sum(r.value for r in off if not r.runnable)),
+            "lock_wait_ns": float(sum(r.wait_ns for r in fx if not r.condvar)),
+            "condvar_wait_ns": float(sum(r.wait_ns for r in fx if r.condvar)),
+            "stack_map_resets": float(self._stack_resets),
+            "text_ranges_left_out": float(self._ranges_dropped),
+        }
+        for k, v in errs.items():
+            extra[k] = float(v)
+        reason = "" if alive else f"process {self.pid} exited: symbols unavailable"
+        sample = ProfileSample(
+            source=self.name, pid=self.pid, taken_mono_ns=now, duration_ns=max(0, now - self._last_ns),
+            available=True, reason=reason, oncpu=oncpu, oncpu_unit="samples", oncpu_hz=self.oncpu_hz,
+            offcpu=offcpu, locks=locks, extra=extra)
+        self._last_ns = now
+        return sample
+
+    def lost_totals(self) -> dict[str, int]:
+        """Every counted loss since start (for reports)."""
+        return dict(self._lost_total)
+
+    # -- stack scanning ------------------------------------------------------ #
+    def _load_ranges(self, maps_text: str) -> None:
+        """Give the kernel the target's text mappings (for scan_stack)."""
+        bpf = self._bpf
+        if bpf is None:
+            return
+        ranges, self._ranges_dropped = text_ranges(maps_text, NRANGES)
+        table = bpf[b"ranges"]
+        for i in range(NRANGES):
+            lo, hi = ranges[i] if i < len(ranges) else (2**64 - 1, 0)
+            leaf = table.Leaf()
+            leaf.lo, leaf.hi = lo, hi
+            table[table.Key(i)] = leaf
+        self._maps_text = maps_text
+        self._call_ok.clear()
+
+    def _scan_resolver(self, bpf, maps_text: str) -> ScanResolver:
+        ranges, _ = text_ranges(maps_text, 1 << 20)
+
+        def in_text(a: int) -> bool:
+            return any(lo <= a < hi for lo, hi in ranges)
+
+        def resolve(addrs: tuple[int, ...]) -> tuple[str, ...]:
+            out = []
+            for a in addrs:
+                ok = self._call_ok.get(a)
+                if ok is None:
+                    ok = in_text(a) and looks_like_call(self._peek(a - 7, 7))
+                    self._call_ok[a] = ok
+                if ok:
+                    out.append(self._usym(bpf, a - 1))  # inside the call, not after it
+            return tuple(out)
+
+        return resolve
+
+    def _peek(self, addr: int, n: int) -> bytes:
+        try:
+            if self._mem_fd is None:
+                self._mem_fd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY)
+            return os.pread(self._mem_fd, n, addr)
+        except (OSError, OverflowError, ValueError):
+            return b""
+
+    # -- symbols ------------------------------------------------------------ #
+    def _resolver(self, bpf) -> StackResolver:
+        ktable, utable = bpf[b"stacks"], bpf[b"ustacks"]
+
+        def resolve(stack_id: int, user: bool) -> tuple[str, ...]:
+            table = utable if user else ktable
+            key = (stack_id, user)
+            hit = self._stack_cache.get(key)
+            if hit is not None:
+                return hit
+            try:  # not table.walk(): it assumes 127 slots and ours hold STACK_DEPTH
+                addrs = []
+                for a in table[table.Key(stack_id)].ip:
+                    if not a:
+                        break
+                    addrs.append(int(a))
+            except Exception:
+                addrs = []
+            if user:
+                frames = clean_user_frames([self._usym(bpf, a) for a in addrs])
+            else:
+                frames = tuple(self._ksym(bpf, a) for a in addrs)
+            if not frames:
+                frames = (f"[{'user' if user else 'kernel'} stack {stack_id} gone]",)
+            self._stack_cache[key] = frames
+            return frames
+
+        return resolve
+
+    def _usym(self, bpf, addr: int) -> str:
+        s = self._sym_cache.get(addr)
+        if s is None:
+            try:
+                name, offset, module = bpf._sym_cache(self.pid).resolve(addr, True)
+            except Exception:
+                name, offset, module = None, 0, None
+            if name:
+                s = name.decode(errors="replace")
+            elif module:
+                s = f"{os.path.basename(module.decode(errors='replace'))}+0x{offset:x}"
+            else:
+                s = f"0x{addr:x}"
+            self._sym_cache[addr] = s
+        return s
+
+    def _ksym(self, bpf, addr: int) -> str:
+        s = self._ksym_cache.get(addr)
+        if s is None:
+            try:
+                s = bpf.ksym(addr).decode(errors="replace")
+            except Exception:
+                s = f"0x{addr:x}"
+            self._ksym_cache[addr] = s
+        return s
+
+    def _thread_name(self, tid: int) -> str:
+        n = self._comm.get(tid)
+        if n is None:
+            n = _read(f"/proc/{self.pid}/task/{tid}/comm").strip()
+            if n:
+                self._comm[tid] = n
+        return n or ""

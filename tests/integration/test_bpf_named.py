@@ -1,0 +1,242 @@
+"""named logging through syslog to a slow receiver: its worker threads show
+time blocked in the logging path (issue #5).
+
+Debian's named (``named -f -c CONF -n 2``, querylog to a syslog channel) runs
+in a private mount namespace whose ``/dev/log`` is a unix datagram socket of
+the test's own (fipstop.bench.rsyslog.devlog_argv), so the real glibc
+syslog(3) sends there.  The test's receiver reads quickly while named starts,
+then slowly (20 datagrams/s): the socket's queue (net.unix.max_dgram_qlen)
+fills, the thread holding syslog's lock blocks in send, and the other
+workers queue on that lock.  dnsperf drives queries meanwhile.
+
+The bpf profiler (real bcc, tracepoints) must see named's worker threads
+spending a large share of the load window blocked in the logging path:
+off-CPU in the unix datagram send (kernel frames) or in futex waits on a
+lock that lies in libc's data (glibc's static syslog lock), and a stack
+that shows ``__vsyslog_internal`` sending.  (In practice BIND serialises
+logging with its own lock in libisc first — the top lock, in anonymous
+memory — so glibc's lock is rarely contended.)  When the
+procfs ThreadSampler exists it must see the same threads blocked (lock/io).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fipstop.bench.bind import free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
+
+ZONE = "example.test"
+LOAD_S = 4.0
+SEND_FRAMES = ("unix_wait_for_peer_[k]", "unix_dgram_sendmsg_[k]", "__sys_sendto_[k]")
+
+
+def _find(prog: str) -> str | None:
+    return shutil.which(prog) or next(
+        (p for d in ("/usr/sbin", "/sbin", "/usr/bin") if os.access(p := f"{d}/{prog}", os.X_OK)), None)
+
+
+NAMED, DIG, DNSPERF = _find("named"), _find("dig"), _find("dnsperf")
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (eBPF, mount namespace)"
+    if NAMED is None or DIG is None or DNSPERF is None:
+        return "named, dig and dnsperf are needed (apt-get install bind9 bind9-dnsutils dnsperf)"
+    from fipstop.bench.rsyslog import devlog_reason
+
+    why = devlog_reason()
+    if why:
+        return why
+    from fipstop.probes.bpf import BpfProfiler
+
+    ok, why = BpfProfiler(os.getpid()).available()
+    return None if ok else f"bpf profiler unavailable: {why}"
+
+
+class SlowReceiver:
+    """A unix datagram socket that reads fast until ``slow()``, then
+    ``rate`` datagrams a second."""
+
+    def __init__(self, path: Path, rate: float = 20.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        os.chmod(path, 0o666)
+        self.sock.settimeout(0.1)
+        self.rate = rate
+        self.received = 0
+        self._slow = threading.Event()
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sock.recv(65536)
+                self.received += 1
+            except (TimeoutError, socket.timeout):
+                continue
+            except OSError:
+                return
+            if self._slow.is_set():
+                time.sleep(1.0 / self.rate)
+
+    def slow(self) -> None:
+        self._slow.set()
+
+    def fast(self) -> None:
+        self._slow.clear()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._slow.clear()
+        self._t.join(timeout=2)
+        self.sock.close()
+
+
+def _conf(d: Path, port: int) -> Path:
+    zone = d / f"{ZONE}.zone"
+    zone.write_text("\n".join([
+        "$TTL 300", f"@ IN SOA ns.{ZONE}. admin.{ZONE}. 1 3600 600 86400 300", f"@ IN NS ns.{ZONE}.",
+        "ns IN A 127.0.0.1", *[f"h{i} IN A 192.0.2.{i % 250 + 1}" for i in range(500)]]) + "\n")
+    conf = d / "named.conf"
+    conf.write_text(f"""options {{
+    directory "{d}"; pid-file "{d}/named.pid"; session-keyfile "{d}/session.key";
+    listen-on port {port} {{ 127.0.0.1; }}; listen-on-v6 {{ none; }};
+    recursion no; dnssec-validation no; querylog yes;
+}};
+controls {{ }};
+logging {{
+    channel sl {{ syslog daemon; severity info; }};
+    category queries {{ sl; }}; category default {{ sl; }}; category general {{ sl; }};
+}};
+zone "{ZONE}" {{ type primary; file "{zone}"; }};
+""")
+    return conf
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def _logging_path(frames: tuple[str, ...]) -> bool:
+    return any(f in SEND_FRAMES or "syslog" in f for f in frames)
+
+
+def test_named_workers_block_in_the_logging_path(tmp_path: Path) -> None:
+    why = _skip_reason()
+    if why:
+        pytest.skip(why)
+    from fipstop.bench.rsyslog import devlog_argv
+    from fipstop.probes.bpf import BpfProfiler
+
+    d = tmp_path / "named"
+    d.mkdir()
+    d.chmod(0o755)
+    port = free_port()
+    conf = _conf(d, port)
+    rx = SlowReceiver(tmp_path / "log.sock")
+    out = open(d / "named.out", "wb")
+    proc = subprocess.Popen(devlog_argv(tmp_path / "log.sock", tmp_path, [NAMED, "-f", "-c", str(conf), "-n", "2"]),
+                            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=d)
+    out.close()
+    prof = None
+    sampler = None
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, (d / "named.out").read_text(errors="replace")[-1500:]
+            r = subprocess.run([DIG, "@127.0.0.1", "-p", str(port), "+short", "+time=1", "+tries=1", ZONE, "SOA"],
+                               capture_output=True, text=True, timeout=10)
+            if "admin." in r.stdout:
+                break
+            assert time.monotonic() < deadline, "named did not answer within 30 s"
+            time.sleep(0.2)
+        assert rx.received > 0, "named's syslog(3) did not reach the test's socket"
+
+        prof = BpfProfiler(proc.pid)
+        prof.start()  # compiles: seconds
+        assert prof.state == "running", prof.reason
+        try:
+            from fipstop.probes.threads import ThreadSampler
+        except ImportError:
+            ThreadSampler = None
+        if ThreadSampler is not None:
+            sampler = ThreadSampler(proc.pid)
+            sampler.start()
+            sampler.sample()
+        prof.sample()  # drop what accumulated during the compile
+
+        queries = d / "queries.txt"
+        queries.write_text("".join(f"h{i}.{ZONE} A\n" for i in range(500)))
+        rx.slow()
+        t0 = time.monotonic()
+        perf = subprocess.run([DNSPERF, "-s", "127.0.0.1", "-p", str(port), "-d", str(queries), "-l", str(LOAD_S),
+                               "-c", "4", "-q", "50", "-t", "2"], capture_output=True, text=True, timeout=60)
+        bpf = prof.sample()
+        threads = sampler.sample() if sampler is not None else None
+        window_ns = (time.monotonic() - t0) * 1e9
+        rx.fast()  # let named drain and stop
+        assert proc.poll() is None, "named died under load"
+    finally:
+        if sampler is not None:
+            sampler.close()
+        if prof is not None:
+            prof.close()
+        rx.fast()
+        _stop(proc)
+        rx.close()
+
+    assert bpf.available, bpf.reason
+    assert "Queries sent" in perf.stdout, perf.stdout + perf.stderr
+    # named's threads that spent any time blocked in the logging path
+    blocked: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for st in bpf.offcpu:
+        names[st.tid] = st.thread
+        if _logging_path(st.frames):
+            blocked[st.tid] = blocked.get(st.tid, 0) + st.value
+    libc_locks = [lk for lk in bpf.locks if lk.region.startswith("libc.so")]
+    for lk in libc_locks:  # glibc's own static lock in syslog(3)
+        for st in lk.stacks:
+            blocked[st.tid] = blocked.get(st.tid, 0) + st.value
+            names[st.tid] = st.thread
+    workers = {tid for tid in blocked if tid != proc.pid}
+    detail = {f"{names.get(t, '?')}/{t}": round(blocked[t] / window_ns, 2) for t in blocked}
+    assert workers, f"no named worker blocked in the logging path; offcpu top: {bpf.offcpu[:3]}"
+    # two workers (-n 2): summed, they spend most of the load window blocked there
+    share = sum(blocked[t] for t in workers) / window_ns
+    from fipstop.probes.stacks import folded_lines
+
+    print("\n".join(sorted(folded_lines(bpf.offcpu), key=lambda ln: -int(ln.rsplit(" ", 1)[1]))[:3]))
+    print(f"named: blocked in the logging path {share:.2f} of the window (per thread: {detail}); "
+          f"top lock {bpf.locks[0] if bpf.locks else None}")
+    assert share >= 0.5, f"blocked in logging {share:.2f} of one thread's window: {detail}"
+    # the stack says where: syslog(3) itself, sending on the unix socket
+    # (user frames past the leaf come from stack scanning: glibc has no frame pointers)
+    assert any(any("syslog" in f for f in st.frames) and "unix_dgram_sendmsg_[k]" in st.frames
+               for st in bpf.offcpu), "no off-CPU stack shows syslog(3) blocked in the unix send"
+    assert bpf.extra.get("offcpu_map_full", 0) == 0 and bpf.extra.get("futex_map_full", 0) == 0
+    if threads is not None and threads.available:
+        ws = [t for t in threads.threads if t.tid in workers]
+        print("ThreadSampler:", [(t.name, round(t.lock_pct), round(t.io_pct), t.top_waits[:2]) for t in ws])
+        assert ws, f"ThreadSampler saw none of {sorted(workers)}"
+        assert max(t.lock_pct + t.io_pct for t in ws) >= 30.0, [(t.name, t.lock_pct, t.io_pct) for t in ws]
