@@ -127,7 +127,6 @@ def diagnose(window: Sequence[tuple[Any, Mapping[str, Any]]], *, profiles: Mappi
              suspects: Sequence[int] = ()) -> list[Finding]:
     """Findings for ``window`` = [(Snapshot, aux), ...] oldest first;
     ``suspects``: pids given as possible producers (``--pid``)."""
-    import numpy as np
 
     from fipstop.model import Health
 
@@ -277,7 +276,7 @@ def diagnose(window: Sequence[tuple[Any, Mapping[str, Any]]], *, profiles: Mappi
                 CRITICAL if held else WARNING, 1e6 + d + growth, f"consumer {name} (pid {int(c['pid'])})", ev,
                 (f"its process {int(c['pid'])} is alive but not reading: `fipstop profile --pid {int(c['pid'])}` "
                  "shows where it is stuck" if alive else
-                 f"restart it (it resumes from its position by name); libfips evicts it after the grace period "
+                 "restart it (it resumes from its position by name); libfips evicts it after the grace period "
                  "so it cannot stall the rings")))
         elif h == Health.EVICTED and not any(f.id == "consumer-dead" and f"consumer {name} " in f.subject + " "
                                              for f in out):

@@ -93,35 +93,19 @@ def is_attacker(ip: str) -> bool:
 
 
 def named_conf(side: str, d: Path, port: int, zone_file: Path) -> str:
+    """Queries from anywhere but 127.0.0.1 are refused and logged (security category): to files for Fail2Ban,
+    through syslog(3) - the fips shim under `fipstop wrap` - for fipstop ips."""
+    from fipstop.bench.bind import render_named_conf
+
     if side == "fail2ban":
-        channels = (f'    channel sec {{ file "{d}/security.log"; severity info; print-time yes; }};\n'
-                    f'    channel q {{ file "{d}/queries.log"; severity info; print-time yes; }};\n')
-        sec, q = "sec", "q"
+        channels = {"sec": f'file "{d}/security.log"; severity info; print-time yes;',
+                    "q": f'file "{d}/queries.log"; severity info; print-time yes;'}
+        cats = {"security": "sec", "queries": "q"}
     else:
-        channels = "    channel sys { syslog daemon; severity info; };\n"
-        sec = q = "sys"
-    return f"""options {{
-    directory "{d}";
-    pid-file "{d}/named.pid";
-    session-keyfile "{d}/session.key";
-    listen-on port {port} {{ 127.0.0.1; }};
-    listen-on-v6 {{ none; }};
-    recursion no;
-    dnssec-validation no;
-    notify no;
-    querylog yes;
-    allow-query {{ 127.0.0.1; }};
-}};
-controls {{ }};
-logging {{
-    channel main {{ file "{d}/named.log"; severity info; print-time yes; }};
-{channels}    category default {{ main; }};
-    category general {{ main; }};
-    category security {{ {sec}; }};
-    category queries {{ {q}; }};
-}};
-zone "{ZONE}" {{ type primary; file "{zone_file}"; }};
-"""
+        channels = {"sys": "syslog daemon; severity info;"}
+        cats = {"security": "sys", "queries": "sys"}
+    return render_named_conf(d, port, zone_file, querylog=True, channels=channels, categories=cats,
+                             allow_query="127.0.0.1")
 
 
 def fail2ban_config(cfg: Path, logpath: Path, marks: Path) -> None:

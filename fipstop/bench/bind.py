@@ -216,15 +216,26 @@ def write_queries(path: Path, n: int = N_QUERY_LINES, seed: int = 3) -> dict[str
 
 
 def named_conf(mode: str, d: Path, port: int, zone_file: Path) -> str:
-    """named.conf for a mode: only the queries category differs."""
+    """named.conf for one query-logging mode of the bench."""
     if mode == "none":
-        querylog, qchan, channel = "no", "null", ""
-    elif mode == "file":
-        querylog, qchan = "yes", "qfile"
-        channel = f'    channel qfile {{ file "{d}/queries.log"; severity info; print-time yes; }};\n'
-    else:  # syslog and the fips modes: syslog(3), which the shim replaces under wrap
-        querylog, qchan = "yes", "qsyslog"
-        channel = "    channel qsyslog { syslog daemon; severity info; };\n"
+        return render_named_conf(d, port, zone_file, querylog=False, channels={}, categories={"queries": "null"})
+    if mode == "file":
+        return render_named_conf(d, port, zone_file, querylog=True,
+                                 channels={"qfile": f'file "{d}/queries.log"; severity info; print-time yes;'},
+                                 categories={"queries": "qfile"})
+    # syslog and the fips modes: syslog(3), which the shim replaces under wrap
+    return render_named_conf(d, port, zone_file, querylog=True,
+                             channels={"qsyslog": "syslog daemon; severity info;"}, categories={"queries": "qsyslog"})
+
+
+def render_named_conf(d: Path, port: int, zone_file: Path, *, querylog: bool, channels: dict[str, str],
+                      categories: dict[str, str], allow_query: str | None = None) -> str:
+    """The one named.conf every bench and test here starts named with: foreground-friendly paths in ``d``,
+    loopback only on ``port``, no recursion, the test zone, a ``main`` file channel for everything else, and the
+    given extra ``channels`` (name -> destination clause) and ``categories`` (name -> channel)."""
+    chans = "".join(f"    channel {name} {{ {dest} }};\n" for name, dest in channels.items())
+    cats = "".join(f"    category {name} {{ {chan}; }};\n" for name, chan in categories.items())
+    allow = f"    allow-query {{ {allow_query}; }};\n" if allow_query else ""
     return f"""options {{
     directory "{d}";
     pid-file "{d}/named.pid";
@@ -234,15 +245,14 @@ def named_conf(mode: str, d: Path, port: int, zone_file: Path) -> str:
     recursion no;
     dnssec-validation no;
     notify no;
-    querylog {querylog};
-}};
+    querylog {"yes" if querylog else "no"};
+{allow}}};
 controls {{ }};
 logging {{
     channel main {{ file "{d}/named.log"; severity info; print-time yes; }};
-{channel}    category default {{ main; }};
+{chans}    category default {{ main; }};
     category general {{ main; }};
-    category queries {{ {qchan}; }};
-}};
+{cats}}};
 zone "{ZONE}" {{ type primary; file "{zone_file}"; }};
 """
 

@@ -53,11 +53,12 @@ def rsyslogd(tmp_path: Path):
         'module(load="imuxsock" SysSock.Use="off")\n'
         f'input(type="imuxsock" Socket="{sock}" CreatePath="on" RateLimit.Interval="0")\n'
         f'*.* action(type="omfile" file="{out}")\n')
+    errlog = open(tmp_path / "rsyslogd.stderr", "wb")  # a file, not a pipe: a full pipe would stall rsyslogd
     proc = subprocess.Popen([exe, "-n", "-f", str(conf), "-i", str(tmp_path / "pid")], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=errlog)
     try:
         if not _wait(sock.exists):
-            pytest.fail(f"rsyslogd did not create its socket: {proc.stderr.read1(2000) if proc.poll() else ''}")
+            pytest.fail(f"rsyslogd did not create its socket: {(tmp_path / 'rsyslogd.stderr').read_text()[:2000]}")
         yield proc, sock, out, stats
     finally:
         proc.send_signal(signal.SIGCONT)
@@ -67,7 +68,7 @@ def rsyslogd(tmp_path: Path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        proc.stderr.close()
+        errlog.close()
 
 
 @needs_root
@@ -98,6 +99,12 @@ def test_rsyslog_socket_queue_rate_and_impstats(rsyslogd) -> None:
     assert main.enqueued >= 500 and main.maxqsize >= 1 and main.discarded_full == 0
     # stop the receiver: datagrams pile up in its socket queue until a sender blocks
     proc.send_signal(signal.SIGSTOP)
+
+    def all_stopped() -> bool:  # SIGSTOP is asynchronous: a thread may still drain the socket for a moment
+        task = Path(f"/proc/{proc.pid}/task")
+        return all(t.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0] == "T" for t in task.iterdir())
+
+    assert _wait(all_stopped, timeout=5)
     try:
         c.setblocking(False)
         sent = 0
