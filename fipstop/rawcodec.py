@@ -16,9 +16,11 @@ almost every word is unchanged or grows by a similar amount.  So:
   significant bytes, then the next ...), so the long runs of zero high bytes
   compress to nothing, then compressed with raw LZMA2 (64 KiB dictionary;
   10-15 % smaller than zlib -9 on real frames, ~3 ms per frame);
-- before the delta, what other words predict is subtracted (``_PREDICT``:
-  ``reserved`` moves with ``head``, a consumer's ``released`` with the ring's
-  ``head`` ...), so a steady stream leaves mostly zeros;
+- from a delta, what other words predict is subtracted (``_PREDICT``:
+  ``reserved`` moves with ``head``, a consumer's ``released_seq`` with the
+  ring's ``records_committed``, byte positions with record counts at the
+  ring's mean record size of the interval), so what is left is what carries
+  information (how lags changed);
 - last-commit and heartbeat times are kept to the microsecond
   (``TIME_QUANTUM_NS``); every other field is stored exactly.
 
@@ -67,20 +69,39 @@ _DOMAIN_FIELDS = ("name", "path", "version", "max_rings", "max_consumers", "ring
 #: Delta-frame predictions, in decode order: (table, field, predicted from).  A
 #: word's delta is stored minus the delta of what predicts it, so what is
 #: left is what carries information: ``reserved``/``bytes_committed`` move
-#: with ``head``; a consumer's ``released`` moves with the ring's ``head``
-#: (the residual is how its lag changed); timestamps move with the clock.
-#: Sources are never targets before they are restored (decode order).
+#: with ``head``; a consumer's ``released_seq`` moves with the ring's
+#: ``records_committed`` (the residual is how its lag changed) and its
+#: ``released`` bytes with that at the ring's mean record size; timestamps
+#: move with the clock.  A source is always restored before the target that
+#: uses it (decode order); the encoder runs the list backwards.
+#: Measured on 64 rings x 4 consumers (the bench's samples): 1 481 bytes per
+#: frame when bytes were predicted from ``head`` alone and time stamps stored
+#: whole, 1 267 with the scaled predictions and stamps as differences.
 _PREDICT = (
     ("ring", "reserved", ("ring", "head")),
     ("ring", "bytes_committed", ("ring", "head")),
-    ("ring", "floor", ("ring", "head")),
     ("ring", "floor_seq", ("ring", "records_committed")),
+    # bytes follow records at the ring's mean record size in this interval (head / records)
+    ("ring", "floor", ("rscaled", "floor_seq")),
     ("ring", "last_commit_ns", ("clock", "realtime")),
     ("consumer", "heartbeat_mono_ns", ("clock", "mono")),
-    ("pos", "released", ("posring", "head")),
     ("pos", "released_seq", ("posring", "records_committed")),
     ("pos", "records_released", ("pos", "released_seq")),
+    ("pos", "released", ("scaled", "released_seq")),
 )
+
+
+def _scaled(count_d: np.ndarray, head_d: np.ndarray, rec_d: np.ndarray) -> np.ndarray:
+    """count * head / records, rounded, as wrapping words: how many bytes
+    ``count`` records take at the ring's mean record size of the interval.
+    Same inputs, same IEEE float64 arithmetic: encoder and decoder agree."""
+    c = count_d.view(np.int64).astype(np.float64)
+    h = head_d.view(np.int64).astype(np.float64)
+    r = rec_d.view(np.int64).astype(np.float64)
+    with np.errstate(all="ignore"):
+        p = np.where(r > 0, np.rint(c * h / np.where(r > 0, r, 1.0)), 0.0)
+    p = np.where(np.isfinite(p) & (np.abs(p) < 2.0**62), p, 0.0)
+    return p.astype(np.int64).view(np.uint64)
 
 
 def _word(dt: np.dtype, name: str) -> int | None:
@@ -107,7 +128,16 @@ def _predict(dts: dict[str, np.dtype], w: list[np.ndarray], nc: int, nr: int, cl
             col = arr[:, t]
             arr[:, t] = col + v if decode else col - v
             continue
-        if src_kind == "posring":
+        if src_kind in ("scaled", "rscaled"):
+            s_ = _word(dts[table], src)
+            h_, r_ = _word(dts["ring"], "head"), _word(dts["ring"], "records_committed")
+            if s_ is None or h_ is None or r_ is None or nr == 0:
+                continue
+            reps = nc if src_kind == "scaled" else 1
+            if reps == 0:
+                continue
+            pred = _scaled(arr[:, s_].copy(), np.tile(w[0][:, h_], reps), np.tile(w[0][:, r_], reps))
+        elif src_kind == "posring":
             s_ = _word(dts["ring"], src)
             if s_ is None or nr == 0 or nc == 0:
                 continue
@@ -250,8 +280,12 @@ class FrameCodec:
         if is_key:
             meta_b = json.dumps(meta, separators=(",", ":")).encode()
         else:  # the layout is implied by the previous frame: keep only what changes
-            small = {"taken_mono_ns": s.taken_mono_ns, "taken_realtime_ns": s.taken_realtime_ns,
-                     "dom": [[m["taken_realtime_ns"], m["taken_mono_ns"]] for m in meta_domains]}
+            # times as small numbers: the sample's against the previous sample's, each domain's against the sample's
+            pm = self._prev_meta
+            small = {"dt": [int(s.taken_mono_ns) - int(pm["taken_mono_ns"]),
+                            int(s.taken_realtime_ns) - int(pm["taken_realtime_ns"])],
+                     "dom": [[int(m["taken_realtime_ns"]) - int(s.taken_realtime_ns),
+                              int(m["taken_mono_ns"]) - int(s.taken_mono_ns)] for m in meta_domains]}
             for k in ("host", "shm_dir", "unavailable", "errors"):  # only when they changed
                 if meta[k] != self._prev_meta.get(k):
                     small[k] = meta[k]
@@ -296,11 +330,15 @@ class FrameCodec:
                 raise ValueError("recording: a delta frame without the frame before it")
             doms_meta = [dict(m) for m in self._prev_layout]
             prev_stamps = [(int(m["taken_realtime_ns"]), int(m["taken_mono_ns"])) for m in doms_meta]
+            d_mono, d_rt = (int(x) for x in meta["dt"])
+            meta["taken_mono_ns"] = int(self._prev_meta["taken_mono_ns"]) + d_mono
+            meta["taken_realtime_ns"] = int(self._prev_meta["taken_realtime_ns"]) + d_rt
             stamps = meta["dom"]
             if len(stamps) != len(doms_meta):
                 raise ValueError("recording: a delta frame does not match the frame before it")
             for m, (rt, mono) in zip(doms_meta, stamps):
-                m["taken_realtime_ns"], m["taken_mono_ns"] = int(rt), int(mono)
+                m["taken_realtime_ns"] = meta["taken_realtime_ns"] + int(rt)
+                m["taken_mono_ns"] = meta["taken_mono_ns"] + int(mono)
         else:
             doms_meta = meta["domains"]
             if not isinstance(doms_meta, list) or len(doms_meta) > MAX_DOMAINS:
