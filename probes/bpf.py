@@ -20,7 +20,11 @@ function tracer or hardware PMU; see DESIGN.md) and how it is used:
   than a CPU on a contended producer — see fipstop.probes.bpf_program);
 - ``sched:sched_waking``: a thread of the target that wakes one of its
   threads blocked on a lock released that lock; its stack is counted under
-  the lock as a holder stack (1 in ``WAKE_SAMPLE`` wake-ups, counts scaled);
+  the lock as a holder stack (1 in ``WAKE_SAMPLE`` wake-ups of the followed
+  waits, counts scaled);
+- off-CPU periods (and so lock waits) are followed 1 in ``OFF_SAMPLE`` times
+  and their sums scaled back: following every switch took ~9 % of a
+  contended producer's throughput (``fipstop bench profile``);
 - perf software ``cpu-clock`` at ``oncpu_hz`` on every CPU: on-CPU samples.
 
 The program is compiled once per profiler in :meth:`BpfProfiler.start`
@@ -61,7 +65,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fipstop.probes.bpf_program import ERRORS, NRANGES, WAKE_SAMPLE, program_text
+from fipstop.probes.bpf_program import ERRORS, NRANGES, OFF_SAMPLE, WAKE_SAMPLE, program_text
 from fipstop.probes.stacks import LockWait, ProfileSample, StackCount
 
 __all__ = [
@@ -342,11 +346,14 @@ def read_maps(bpf) -> tuple[list[OffRow], list[OffRow], list[FutexRow], list[Wak
     def scan(k) -> tuple[int, ...]:
         return tuple(int(a) for a in k.scan.ip if a)
 
-    off = [OffRow(k.tid, k.ustack, k.kstack, int(k.runnable), num(v), scan(k)) for k, v in drain(b"offcpu")]
+    # off-CPU periods and lock waits are followed 1 in OFF_SAMPLE times: scale the sums back
+    off = [OffRow(k.tid, k.ustack, k.kstack, int(k.runnable), num(v) * OFF_SAMPLE, scan(k))
+           for k, v in drain(b"offcpu")]
     on = [OffRow(k.tid, k.ustack, k.kstack, False, num(v), scan(k)) for k, v in drain(b"oncpu")]
-    fx = [FutexRow(k.uaddr, k.tid, k.ustack, int(v.wait_ns), int(v.waits), k.kind == 3, scan(k))
-          for k, v in drain(b"futex")]
-    wk = [WakeRow(k.uaddr, k.tid, k.ustack, num(v) * WAKE_SAMPLE, scan(k)) for k, v in drain(b"wakes")]
+    fx = [FutexRow(k.uaddr, k.tid, k.ustack, int(v.wait_ns) * OFF_SAMPLE, int(v.waits) * OFF_SAMPLE, k.kind == 3,
+                   scan(k)) for k, v in drain(b"futex")]
+    # a wake-up is seen only for a followed wait (1 in OFF_SAMPLE), then kept 1 in WAKE_SAMPLE
+    wk = [WakeRow(k.uaddr, k.tid, k.ustack, num(v) * WAKE_SAMPLE * OFF_SAMPLE, scan(k)) for k, v in drain(b"wakes")]
     errs: dict[str, int] = {}
     table = bpf[b"errors"]
     for i, name in enumerate(ERRORS):
