@@ -41,6 +41,7 @@ from fipstop.views.help import HelpScreen
 from fipstop.views.history import History
 from fipstop.views.overview import OverviewScreen
 from fipstop.views.profile import ProfileScreen
+from fipstop.views.replay_controls import ReplayControls
 from fipstop.views.ring_detail import RingDetailScreen
 from fipstop.views.widgets.header import HeaderState
 
@@ -53,15 +54,6 @@ class FrameReady(Message):
         self.frame = frame
         self.error = error
         self.started = started
-
-
-class SeekReady(Message):
-    """A replay seek finished: the frames to show (oldest first)."""
-
-    def __init__(self, frames: list[Frame], error: str = "") -> None:
-        super().__init__()
-        self.frames = frames
-        self.error = error
 
 
 class ProfileReady(Message):
@@ -84,7 +76,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
-class FipsTopApp(App):
+class FipsTopApp(ReplayControls, App):
     CSS_PATH = "app.tcss"
     TITLE = "fipstop"
     ENABLE_COMMAND_PALETTE = False
@@ -322,125 +314,6 @@ class FipsTopApp(App):
         if self._poll_idle:
             self._poll_idle = False
             self.poll_now()
-
-    # -- replay ---------------------------------------------------------------------------
-
-    def action_seek(self, delta_s: float) -> None:
-        if not self.is_replay:
-            self.bell()
-            return
-        tl = self.timeline
-        at = tl.at_t_ns if tl is not None else 0
-        snap = self.snapshot
-        if snap is not None:
-            at = snap.taken_realtime_ns
-        self.seek_to(at + int(float(delta_s) * 1e9))
-
-    def seek_to(self, t_ns: int) -> None:
-        """Replay from the frame at ``t_ns`` (a worker reads the file)."""
-        if self.is_replay:
-            self._seek(int(t_ns))
-
-    @work(exclusive=True, thread=True, group="seek", exit_on_error=False)
-    def _seek(self, t_ns: int) -> None:
-        try:
-            frames = self.source.seek(t_ns, history=min(self.history.max_frames, 300))
-            self.timeline = self.source.timeline()
-            self.post_message(SeekReady(frames))
-        except Exception as exc:
-            self.post_message(SeekReady([], _one_line(exc)))
-
-    def on_seek_ready(self, message: SeekReady) -> None:
-        if message.error:
-            self.poll_error = message.error
-            self._update_views()
-            return
-        self.history.clear()
-        reset = getattr(self.ban_history, "clear", None)
-        if callable(reset):
-            reset()
-        self.exhausted = False
-        if message.frames:
-            self.preload(message.frames)
-            self.shown = self.history.newest
-        self._update_views()
-        if not self.paused:  # paused: stay on the frame sought; t reads on
-            self._rearm()
-
-    def action_mark(self, direction: int) -> None:
-        tl = self.timeline
-        if not self.is_replay or tl is None:
-            self.bell()
-            return
-        at = tl.at_t_ns
-        snap = self.snapshot
-        if snap is not None:
-            at = snap.taken_realtime_ns
-        # skip the run of marked frames we stand in: jump to where the next run starts
-        times = [t for t, _ in tl.marks]
-        target = None
-        if direction > 0:
-            later = [t for t in times if t > at]
-            gap = max(self.interval_s * self.source.speed * 1.5e9, 1e9)
-            prev = at
-            for t in later:
-                if t - prev > gap:
-                    target = t
-                    break
-                prev = t
-            if target is None and later and later[0] - at > gap:
-                target = later[0]
-        else:
-            earlier = [t for t in times if t < at]
-            gap = max(self.interval_s * self.source.speed * 1.5e9, 1e9)
-            nxt = at
-            for t in reversed(earlier):
-                if nxt - t > gap:
-                    # the start of that run
-                    run_start = t
-                    for u in reversed([x for x in earlier if x < t]):
-                        if run_start - u > gap:
-                            break
-                        run_start = u
-                    target = run_start
-                    break
-                nxt = t
-        if target is None:
-            self.bell()
-            return
-        self.seek_to(target)
-
-    def action_speed(self, steps: int) -> None:
-        faster = getattr(self.source, "faster", None)
-        if faster is None:
-            self.bell()
-            return
-        faster(int(steps))
-        if self.timeline is not None:
-            from dataclasses import replace
-
-            self.timeline = replace(self.timeline, speed=self.source.speed)
-        self._update_views()
-
-    def action_goto(self) -> None:
-        if not self.is_replay:
-            self.bell()
-            return
-        from fipstop.views.goto import GotoScreen
-
-        def done(text: str | None) -> None:
-            if not text:
-                return
-            from fipstop.errors import FipsError
-            from fipstop.replay import parse_time
-
-            try:
-                self.seek_to(parse_time(text, self.source.reader.first_t_ns))
-            except FipsError as e:
-                self.poll_error = e.message
-                self._update_views()
-
-        self.push_screen(GotoScreen(), done)
 
     def action_step(self, delta: int) -> None:
         if not len(self.history):

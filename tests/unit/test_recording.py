@@ -451,3 +451,15 @@ def test_marks_for_findings_on_the_timeline(tmp_path: Path) -> None:
     while (f := src.poll()) is not None:
         marks.append(marker(f))
     assert marks[-1] & MARK_FINDINGS and marks[-1] & MARK_DROPS
+
+
+def test_next_mark_skips_the_run_it_stands_in() -> None:
+    from fipstop.views.widgets.timeline import next_mark
+
+    s = 10**9
+    marks = [40 * s, 41 * s, 42 * s, 90 * s, 91 * s]
+    assert next_mark(marks, 10 * s, 1, int(1.5 * s)) == 40 * s
+    assert next_mark(marks, 40 * s, 1, int(1.5 * s)) == 90 * s  # past the run 40-42
+    assert next_mark(marks, 91 * s, 1, int(1.5 * s)) is None
+    assert next_mark(marks, 91 * s, -1, int(1.5 * s)) == 40 * s  # the start of the run before
+    assert next_mark(marks, 41 * s, -1, int(1.5 * s)) is None

@@ -65,3 +65,31 @@ def time_at(tl: Timeline, width: int, x: int) -> int | None:
         return None
     span = max(tl.last_t_ns - tl.first_t_ns, 1)
     return tl.first_t_ns + int((x - start + 0.5) * span / bar_w)
+
+
+def next_mark(times: list[int], at_ns: int, direction: int, gap_ns: int) -> int | None:
+    """Where the next (direction > 0) or previous run of marks starts.
+
+    Marked frames come in runs (a drop lasts several frames): standing in a
+    run, "next" skips to the first mark more than ``gap_ns`` after the run's
+    end, and "previous" to the start of the run before the current one."""
+    if direction > 0:
+        prev = at_ns
+        for t in (t for t in times if t > at_ns):
+            if t - prev > gap_ns:
+                return t
+            prev = t
+        return None
+    earlier = [t for t in times if t < at_ns]
+    nxt = at_ns
+    for i in range(len(earlier) - 1, -1, -1):
+        t = earlier[i]
+        if nxt - t > gap_ns:
+            run_start = t
+            for u in reversed(earlier[:i]):
+                if run_start - u > gap_ns:
+                    break
+                run_start = u
+            return run_start
+        nxt = t
+    return None
