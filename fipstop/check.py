@@ -378,7 +378,7 @@ def _unknown(msg: str, as_json: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fipstop.errors import FipsError
+    from fipstop.errors import FipsError, exc_line
 
     try:
         th = Thresholds(**{k: getattr(args, k) for k in asdict(Thresholds())})
@@ -391,7 +391,7 @@ def run(args: argparse.Namespace) -> int:
     except FipsError as e:
         return _unknown(e.message, args.json)
     except Exception as e:  # the plugin must answer UNKNOWN, never a traceback
-        return _unknown(" ".join(f"{type(e).__name__}: {e}".split())[:300], args.json)
+        return _unknown(exc_line(e, 300), args.json)
     if args.textfile:
         try:
             write_textfile(args.textfile, textfile(rep, time.time()))

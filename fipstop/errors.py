@@ -22,3 +22,16 @@ class FipsError(Exception):
         """The message folded onto one line."""
         lines = [line.strip() for line in str(self).splitlines() if line.strip()]
         return "; ".join(lines) or type(self).__name__
+
+
+def one_line(text: object, limit: int | None = None) -> str:
+    """``text`` with every run of whitespace (newlines included) made one space,
+    cut to ``limit`` characters: what a status line, a table cell or a JSON
+    "reason" can hold."""
+    s = " ".join(str(text).split())
+    return s if limit is None else s[:limit]
+
+
+def exc_line(exc: BaseException, limit: int | None = None) -> str:
+    """``Type: message`` of an exception on one line (see :func:`one_line`)."""
+    return one_line(f"{type(exc).__name__}: {exc}", limit)

@@ -25,7 +25,7 @@ from fipstop.errors import FipsError
 from fipstop.recording import MARK_BANS, MARK_DROPS, MARK_FINDINGS, RecordingWriter
 from fipstop.sources import Frame
 
-__all__ = ["Marker", "RecordingTee", "marks_of", "register", "run"]
+__all__ = ["Marker", "RecordingTee", "register", "run"]
 
 
 class Marker:
@@ -56,17 +56,6 @@ class Marker:
         except Exception:  # a mark is decoration: never lose a frame for it
             pass
         return m
-
-
-def marks_of(frame: Frame) -> int:
-    """Marks of one frame on its own (no window: drops and bans only)."""
-    m = 0
-    if frame.snapshot.totals.drops_per_s > 0:
-        m |= MARK_DROPS
-    for name, sample in frame.aux.items():
-        if getattr(sample, "events", None) and (name.startswith("bans") or name == "fail2ban"):
-            m |= MARK_BANS
-    return m
 
 
 class RecordingTee:

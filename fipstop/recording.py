@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fipstop import __version__
-from fipstop.errors import FipsError
+from fipstop.errors import FipsError, one_line
 from fipstop.probes.ring import RawSample
 from fipstop.rawcodec import FrameCodec, current_dtypes, decode_dtypes, dtypes_json
 
@@ -64,10 +64,6 @@ CREATE TABLE IF NOT EXISTS frames(
 );
 CREATE INDEX IF NOT EXISTS frames_t ON frames(t_ns);
 """
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())[:200]
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,7 +112,7 @@ class RecordingWriter:
                         ("fipstop_version", __version__), ("dtypes", dtypes_json(current_dtypes())),
                         ("key_every", str(key_every))])
         except sqlite3.Error as e:
-            raise FipsError(f"{path}: cannot record there ({_one_line(e)})") from None
+            raise FipsError(f"{path}: cannot record there ({one_line(e, 200)})") from None
         # appending starts a new segment with a key frame (the codec starts fresh)
         self.codec = FrameCodec(key_every=self.key_every)
         self._prev_aux = b""
@@ -139,7 +135,7 @@ class RecordingWriter:
             if _is_full(e):
                 raise FipsError(f"{self.path}: disk full after {self.frames_written} frames; "
                                 "what was written is kept and replays") from None
-            raise FipsError(f"{self.path}: cannot write a frame ({_one_line(e)})") from None
+            raise FipsError(f"{self.path}: cannot write a frame ({one_line(e, 200)})") from None
         n = len(ring) + (len(aux_b) if aux_b else 0)
         self.frames_written += 1
         self.bytes_written += n
@@ -183,7 +179,7 @@ def _read_meta(db: sqlite3.Connection, path: str) -> dict[str, str]:
     try:
         rows = db.execute("SELECT key, value FROM meta").fetchall()
     except sqlite3.DatabaseError as e:
-        msg = _one_line(e)
+        msg = one_line(e, 200)
         if "no such table" in msg:
             raise FipsError(f"{path}: not a fipstop recording (an SQLite file without fipstop's tables)") from None
         if "not a database" in msg:
@@ -233,7 +229,7 @@ class RecordingReader:
         except FipsError:
             raise
         except (sqlite3.Error, ValueError) as e:
-            raise FipsError(f"{path}: corrupted recording ({_one_line(e)})") from None
+            raise FipsError(f"{path}: corrupted recording ({one_line(e, 200)})") from None
         self._codec = FrameCodec(self.dtypes)
         self._decoded_seq: int | None = None  # seq the codec state belongs to
         self._prev_aux = b""  # aux JSON of frame _decoded_seq (the next delta's dictionary)
@@ -245,7 +241,7 @@ class RecordingReader:
         try:
             return self.db.execute(sql, args).fetchall()
         except sqlite3.Error as e:
-            raise FipsError(f"{self.path}: corrupted recording ({_one_line(e)})") from None
+            raise FipsError(f"{self.path}: corrupted recording ({one_line(e, 200)})") from None
 
     def refresh(self) -> int:
         """Re-reads the extent (a recorder may be appending); returns the frame count."""
@@ -286,27 +282,36 @@ class RecordingReader:
 
     # -- frames ------------------------------------------------------------------
 
+    def seq_back(self, seq: int, n: int) -> int:
+        """The frame ``n`` frames before ``seq`` (the first frame when there are fewer); one query."""
+        r = self._q("SELECT seq FROM frames WHERE seq < ? ORDER BY seq DESC LIMIT 1 OFFSET ?", (seq, max(n - 1, 0)))
+        return int(r[0][0]) if r and n > 0 else (seq if n <= 0 else self.first_seq)
+
+    def _key_before(self, seq: int) -> int:
+        (start,), = self._q("SELECT MAX(seq) FROM frames WHERE seq <= ? AND key = 1", (seq,))
+        if start is None:
+            raise FipsError(f"{self.path}: corrupted recording (no key frame before frame {seq})")
+        return int(start)
+
     def read(self, seq: int) -> RecordedFrame:
         """Frame ``seq``; decodes forward from the key frame before it unless the
         codec already stands on ``seq - 1``."""
         prev = self.prev_seq(seq)
         if self._decoded_seq is None or prev is None or self._decoded_seq != prev:
-            r = self._q("SELECT MAX(seq) FROM frames WHERE seq <= ? AND key = 1", (seq,))
-            start = r[0][0]
-            if start is None:
-                raise FipsError(f"{self.path}: corrupted recording (no key frame before frame {seq})")
             self._codec.reset()
             self._prev_aux = b""
             for s, blob, aux_b in self._q("SELECT seq, ring, aux FROM frames WHERE seq >= ? AND seq < ? ORDER BY seq",
-                                          (int(start), seq)):
+                                          (self._key_before(seq), seq)):
                 self._decode(s, blob)
                 self._aux_json(s, aux_b)
         rows = self._q("SELECT seq, t_ns, marks, ring, aux FROM frames WHERE seq = ?", (seq,))
         if not rows:
             raise FipsError(f"{self.path}: no frame {seq}")
-        s, t, marks, blob, aux_b = rows[0]
-        raw = self._decode(s, blob)
-        data = self._aux_json(s, aux_b)
+        return self._frame(*rows[0])
+
+    def _frame(self, seq: int, t: int, marks: int, blob: bytes, aux_b: bytes | None) -> RecordedFrame:
+        raw = self._decode(seq, blob)
+        data = self._aux_json(seq, aux_b)
         aux: dict[str, Any] = {}
         if data:
             from fipstop import auxcodec
@@ -317,7 +322,7 @@ class RecordingReader:
                 raise FipsError(f"{self.path}: frame {seq}: {e}") from None
             if isinstance(val, dict):
                 aux = val
-        return RecordedFrame(int(s), int(t), int(marks), raw, aux)
+        return RecordedFrame(int(seq), int(t), int(marks), raw, aux)
 
     def _aux_json(self, seq: int, aux_b: bytes | None) -> bytes:
         try:
@@ -338,16 +343,31 @@ class RecordingReader:
         return raw
 
     def iter_frames(self, from_seq: int | None = None, to_seq: int | None = None) -> Iterator[RecordedFrame]:
-        seq = self.first_seq if from_seq is None else from_seq
+        """Frames ``from_seq``..``to_seq`` in order, read in one pass from the key
+        frame before the first (do not :meth:`read` while iterating)."""
         if not self.count:
             return
-        r = self._q("SELECT seq FROM frames WHERE seq >= ? ORDER BY seq LIMIT 1", (seq,))
-        if not r:
+        (first,), = self._q("SELECT MIN(seq) FROM frames WHERE seq >= ?",
+                            (self.first_seq if from_seq is None else from_seq,))
+        if first is None:
             return
-        seq = int(r[0][0])
-        while seq is not None and (to_seq is None or seq <= to_seq):
-            yield self.read(seq)
-            seq = self.next_seq(seq)
+        self._codec.reset()
+        self._prev_aux = b""
+        sql = "SELECT seq, t_ns, marks, ring, aux FROM frames WHERE seq >= ?"
+        args: tuple = (self._key_before(int(first)),)
+        if to_seq is not None:
+            sql, args = sql + " AND seq <= ?", args + (to_seq,)
+        try:
+            cur = self.db.execute(sql + " ORDER BY seq", args)
+            while rows := cur.fetchmany(64):
+                for row in rows:
+                    if row[0] < first:  # from the key frame up to the first one asked for
+                        self._decode(row[0], row[3])
+                        self._aux_json(row[0], row[4])
+                    else:
+                        yield self._frame(*row)
+        except sqlite3.Error as e:
+            raise FipsError(f"{self.path}: corrupted recording ({one_line(e, 200)})") from None
 
     def close(self) -> None:
         self.db.close()

@@ -116,12 +116,7 @@ class ReplaySource:
             target = self.reader.seq_at(int(t_ns))
             if target is None:
                 return []
-            start = target
-            for _ in range(max(history, 1)):  # history frames + one before them for rates
-                p = self.reader.prev_seq(start)
-                if p is None:
-                    break
-                start = p
+            start = self.reader.seq_back(target, max(history, 1))  # history frames + one before them for rates
             frames: list[Frame] = []
             prev: RecordedFrame | None = None
             for rec in self.reader.iter_frames(start, target):

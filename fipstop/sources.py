@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from fipstop.errors import exc_line
 from fipstop.model import STALE_AFTER_NS, Snapshot, derive
 from fipstop.probes.ring import RawSample, TapResult
 
@@ -114,7 +115,7 @@ class LiveSource:
                 try:
                     aux[p.name] = p.sample()
                 except Exception as e:  # a probe degrades; the frame still comes
-                    aux[p.name] = ProbeFailure(p.name, " ".join(f"{type(e).__name__}: {e}".split())[:300],
+                    aux[p.name] = ProbeFailure(p.name, exc_line(e, 300),
                                                time.monotonic_ns())
             return Frame(cur, snap, aux)
 

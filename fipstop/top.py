@@ -126,7 +126,7 @@ def backends_probe(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     interval = _interval(args)
-    domains = _domains(args)
+    _domains(args)  # bad --domain names are reported before the terminal check
     if not have_terminal():
         raise FipsError("the live monitor needs a terminal (stdin and stdout are not a tty); "
                         "for a one-shot dump use `fipstop snapshot` (or `fipstop snapshot --json`)")
@@ -135,7 +135,6 @@ def run(args: argparse.Namespace) -> int:
     from fipstop.sources import LiveSource
     from fipstop.views.app import FipsTopApp
 
-    del domains  # validated above, before the terminal check; live_probes reads them again
     source = LiveSource(live_probes(args), interval)
     record = getattr(args, "record", None)
     if record:

@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from fipstop.errors import one_line
 from fipstop.bans import BANS_DOMAIN, BanEvent, decode
 
 __all__ = ["BansProbe", "BansSample"]
@@ -57,7 +58,7 @@ class BansSample:
 
 
 def _one_line(text: object) -> str:
-    return " ".join(str(text).split())[:300]
+    return one_line(text, 300)
 
 
 class BansProbe:

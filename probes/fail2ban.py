@@ -37,6 +37,7 @@ import threading
 import time
 import urllib.parse
 
+from fipstop.errors import one_line
 from fipstop.bans import BanEvent
 from fipstop.probes.bans import BansSample
 
@@ -94,7 +95,7 @@ def line_time_ns(line: str, *, year: int | None = None) -> int | None:
 
 
 def _one_line(text: object) -> str:
-    return " ".join(str(text).split())[:300]
+    return one_line(text, 300)
 
 
 class Fail2BanProbe:

@@ -27,6 +27,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 
+from fipstop.errors import exc_line
 from fipstop.banmodel import BanHistory, BanStats
 from fipstop.model import Snapshot
 from fipstop.probes.ring import TapResult
@@ -70,10 +71,6 @@ class TapReady(Message):
     def __init__(self, result: TapResult) -> None:
         super().__init__()
         self.result = result
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
 class FipsTopApp(ReplayControls, App):
@@ -203,7 +200,7 @@ class FipsTopApp(ReplayControls, App):
             frame = self.source.poll()
             error = ""
         except Exception as exc:  # report, keep polling
-            frame, error = None, _one_line(exc)
+            frame, error = None, exc_line(exc)
         if self.is_replay:
             try:
                 self.timeline = self.source.timeline()
@@ -268,7 +265,7 @@ class FipsTopApp(ReplayControls, App):
         try:
             result = self.source.tap(domain, ring, max_records)
         except Exception as exc:
-            result = TapResult(domain, ring, error=_one_line(exc))
+            result = TapResult(domain, ring, error=exc_line(exc))
         self.post_message(TapReady(result))
 
     def request_tap(self, domain: str, ring: int, max_records: int = 64) -> None:
@@ -451,14 +448,14 @@ class FipsTopApp(ReplayControls, App):
         try:
             start(pid, self.profile_options)
         except Exception as exc:
-            self.post_message(ProfileReady(pid, None, f"profiling failed to start: {_one_line(exc)}"))
+            self.post_message(ProfileReady(pid, None, f"profiling failed to start: {exc_line(exc)}"))
             return
         try:
             while not stop.wait(self.interval_s) and not worker.is_cancelled:
                 try:
                     report, error = self.source.profile_poll(pid), ""
                 except Exception as exc:
-                    report, error = None, _one_line(exc)
+                    report, error = None, exc_line(exc)
                 self.post_message(ProfileReady(pid, report, error))
         finally:
             try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from textual import work
 from textual.message import Message
 
+from fipstop.errors import exc_line
 from fipstop.sources import Frame
 from fipstop.views.widgets.timeline import next_mark
 
@@ -23,10 +24,6 @@ class SeekReady(Message):
         super().__init__()
         self.frames = frames
         self.error = error
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
 class ReplayControls:
@@ -56,7 +53,7 @@ class ReplayControls:
             self.timeline = self.source.timeline()
             self.post_message(SeekReady(frames))
         except Exception as exc:
-            self.post_message(SeekReady([], _one_line(exc)))
+            self.post_message(SeekReady([], exc_line(exc)))
 
     def on_seek_ready(self, message: SeekReady) -> None:
         if message.error:

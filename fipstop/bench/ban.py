@@ -52,6 +52,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fipstop.errors import one_line
 from fipstop.bench.bind import (ZONE, free_port, parse_dnsperf, proc_cpu_s, soa_answered, write_queries,
                                 write_zone)
 from fipstop.bench.cbuild import REPO_ROOT, build_c
@@ -80,7 +81,7 @@ def _log(msg: str) -> None:
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    return " ".join(str(text).split())[:limit]
+    return one_line(text, limit)
 
 
 def attacker_ip(i: int) -> str:

@@ -66,7 +66,7 @@ from typing import Any
 from fipstop.bench import rsyslog
 
 from fipstop.bench.cbuild import build_c
-from fipstop.bench.results import machine_info, publish
+from fipstop.bench.results import machine_info, output_line, publish
 
 SCHEMA = 1
 MODES: tuple[str, ...] = ("none", "null_syslog", "file", "syslog", "fips", "fips_nocons")
@@ -121,8 +121,7 @@ def _log(msg: str) -> None:
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    out = " | ".join(ln.strip() for ln in text.splitlines() if ln.strip())
-    return out[:limit]
+    return output_line(text, limit)
 
 
 def _find(prog: str) -> str | None:

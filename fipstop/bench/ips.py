@@ -45,6 +45,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fipstop.errors import exc_line
+
 THROUGHPUT_TARGET = 500_000
 REACTION_P99_TARGET_MS = 10.0
 SCHEMA = 1
@@ -493,7 +495,7 @@ def main(args: argparse.Namespace) -> int:
         try:
             ttb = _time_to_ban(shm, attackers, rate, 5, tmp, stress=not quick, rounds=1 if quick else 3)
         except Exception as exc:  # report, do not crash the bench
-            ttb = {"status": "error", "reason": " ".join(f"{type(exc).__name__}: {exc}".split())}
+            ttb = {"status": "error", "reason": exc_line(exc)}
     finally:
         shutil.rmtree(shm, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -80,3 +80,10 @@ def publish(kind: str, doc: dict[str, Any], args: Any, now: datetime,
     for p in written:
         log(f"wrote {p}")
     return written
+
+
+def output_line(text: str, limit: int = 300) -> str:
+    """A program's output (stderr, a log tail) as one line: its non-empty
+    lines joined by `` | ``, cut to ``limit`` characters, for a result's
+    "reason" field."""
+    return " | ".join(ln.strip() for ln in text.splitlines() if ln.strip())[:limit]

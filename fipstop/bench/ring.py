@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from fipstop.bench.cbuild import build_c
-from fipstop.bench.results import machine_info, publish
+from fipstop.bench.results import machine_info, output_line, publish
 
 SCHEMA = 1
 SIZES: tuple[int, ...] = (64, 128, 256)
@@ -152,9 +152,7 @@ def _log(msg: str) -> None:
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    out = " | ".join(lines)
-    return out[:limit] if len(out) > limit else out
+    return output_line(text, limit)
 
 
 def _parse_json_lines(text: str) -> dict[str, Any] | None:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from fipstop.bench.results import output_line
+
 
 def find_rsyslogd() -> str | None:
     return shutil.which("rsyslogd") or next(
@@ -31,8 +33,7 @@ def find_rsyslogd() -> str | None:
 
 
 def _one_line(text: str, limit: int = 200) -> str:
-    out = " | ".join(ln.strip() for ln in text.splitlines() if ln.strip())
-    return out[:limit]
+    return output_line(text, limit)
 
 
 @dataclass

@@ -48,6 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fipstop.errors import exc_line
 from fipstop.bench.results import publish
 
 SCHEMA = 1
@@ -489,18 +490,18 @@ def main(args: argparse.Namespace) -> int:
     try:
         cpu = _cpu(256, seconds, 1.0, 2.0 if quick else 3.0, pty=True)
     except Exception as exc:  # report, do not crash the whole bench
-        cpu = {"status": "error", "reason": " ".join(f"{type(exc).__name__}: {exc}".split())}
+        cpu = {"status": "error", "reason": exc_line(exc)}
     _log(f"the same, headless (no terminal output), {seconds:g} s ...")
     try:
         cpu_headless = _cpu(256, seconds, 1.0, 2.0 if quick else 3.0, pty=False)
     except Exception as exc:
-        cpu_headless = {"status": "error", "reason": " ".join(f"{type(exc).__name__}: {exc}".split())}
+        cpu_headless = {"status": "error", "reason": exc_line(exc)}
     pairs, ab_s = (3, 2.0) if quick else (8, 4.0)
     _log(f"producer throughput with / without the app attached, {pairs} interleaved pairs of {ab_s:g} s ...")
     try:
         ab = _producer_ab(pairs, ab_s, 1.0, pty=True)
     except Exception as exc:
-        ab = {"status": "error", "reason": " ".join(f"{type(exc).__name__}: {exc}".split())}
+        ab = {"status": "error", "reason": exc_line(exc)}
     targets = [
         {"name": "frame_1024_rings_p95_ms", "target": f"<= {FRAME_TARGET_MS:g}",
          "measured": frame["frame_ms"]["p95"],

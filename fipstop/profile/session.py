@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from fipstop.errors import exc_line
 from fipstop.probes.stacks import LockWait, ProfileSample, StackCount, folded_lines
 from fipstop.probes.threads import ThreadSampler, ThreadsSample
 
@@ -132,7 +133,7 @@ class ProfileReport:
 
 
 def _one_line(e: BaseException) -> str:
-    return " ".join(f"{type(e).__name__}: {e}".split())[:300]
+    return exc_line(e, 300)
 
 
 class ProfileSession:
