@@ -11,13 +11,24 @@
  * CPU) alternate in pairs AB/BA/...; each pair gives with/without.
  *
  * usage: monitor_ab DIR RECORDS HZ PAIRS   (HZ 0 = snapshot back to back)
+ *        monitor_ab DIR RECORDS 0 PAIRS stop
  * prints one line per pair: "pair K without_ns with_ns" (ns for REPS x RECORDS)
+ *
+ * "stop": the monitor is a process of the caller's (`fipstop bench ui` runs
+ * the whole dashboard) that cannot be started per run, so it is started once
+ * and paused instead.  monitor_ab prints "ready" once the domain "mab"
+ * exists, reads the monitor's pid from stdin, and runs "without" with that
+ * process stopped (SIGSTOP) and "with" with it running (SIGCONT).  Both
+ * settle 20 ms after the switch.  A paused app's timer is due when it
+ * resumes, so its polls bunch into the "with" runs: the cost comes out
+ * larger than at the app's own pace, never smaller.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "fips.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -61,6 +72,7 @@ static void monitor_loop(const char *dir, double hz)
  * writes into warm, empty memory and never meets a full ring. */
 static fips_domain *dom;
 static fips_consumer *drain;
+static pid_t stop_pid = -1; /* "stop" mode: the caller's monitor process */
 
 static void setup(const char *dir)
 {
@@ -86,7 +98,13 @@ static long long run(const char *dir, long records, int with_monitor, double hz)
     memset(buf, 'x', sizeof buf);
     drain_all();
     pid_t mon = -1;
-    if (with_monitor) {
+    if (stop_pid > 0) {
+        if (kill(stop_pid, with_monitor ? SIGCONT : SIGSTOP) != 0) {
+            fprintf(stderr, "monitor pid %d: %s\n", (int)stop_pid, strerror(errno));
+            exit(2);
+        }
+        usleep(20000);
+    } else if (with_monitor) {
         mon = fork();
         if (mon == 0) monitor_loop(dir, hz);
         usleep(20000);
@@ -107,8 +125,8 @@ static long long run(const char *dir, long records, int with_monitor, double hz)
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s DIR RECORDS HZ PAIRS\n", argv[0]);
+    if (argc != 5 && !(argc == 6 && strcmp(argv[5], "stop") == 0)) {
+        fprintf(stderr, "usage: %s DIR RECORDS HZ PAIRS [stop]\n", argv[0]);
         return 2;
     }
     const char *dir = argv[1];
@@ -121,6 +139,13 @@ int main(int argc, char **argv)
     }
     pin(0);
     setup(dir);
+    if (argc == 6) {
+        printf("ready\n");
+        fflush(stdout);
+        int pid = 0;
+        if (scanf("%d", &pid) != 1 || pid <= 1) { fprintf(stderr, "stop: no monitor pid on stdin\n"); return 2; }
+        stop_pid = (pid_t)pid;
+    }
     for (int w = 0; w < 3; w++) run(dir, records, 0, hz); /* fault the ring in, warm up */
     for (int k = 0; k < pairs; k++) {
         long long without, with;
@@ -129,6 +154,7 @@ int main(int argc, char **argv)
         printf("pair %d %lld %lld\n", k, without, with);
         fflush(stdout);
     }
+    if (stop_pid > 0) kill(stop_pid, SIGCONT);
     fips_consumer_close(drain);
     fips_domain_close(dom);
     fips_domain_unlink(dir, "mab");

@@ -12,7 +12,8 @@ Measured in one run:
     one ``s`` (sort by the next column) and one filter keystroke with 1024
     rings: the time until the table shows the new order (update + render).
 ``cpu_256_rings_1s``
-    the real program (``FipsTopApp`` on ``LiveSource(RingProbe)``) at
+    the real program (``FipsTopApp`` on ``LiveSource`` of every probe
+    ``fipstop`` samples: ring, process CPU, backends, bans) at
     200x60 in a child process under a pseudo-terminal (textual's real driver:
     every update is encoded and written), sampling a real domain with 256
     rings (256 producer threads logging ~20 records/s each, one consumer)
@@ -20,11 +21,12 @@ Measured in one run:
     a warm-up, as % of one core.  ``cpu_headless``: the same headless (no
     terminal output), comparable with results before the pty run existed.
 ``producer_ab``
-    the ring bench's monitor-overhead A/B (``Bench.run_monitor_ab``: C
-    producer fips_c 128 B pinned to one CPU, a C consumer draining on the
-    other, interleaved pairs AB/BA/...) with the full app under a pty as the
-    monitor; ratio = records/s with the app / without, median of the pairs,
-    with a 95 % interval.
+    the ring bench's isolated monitor-overhead A/B (bench/ring/monitor_ab.c:
+    a C producer pinned to CPU 0 filling a ring emptied before each timed
+    fill, so no concurrent consumer's noise) with the full app under a pty
+    as the monitor, started once and stopped (SIGSTOP) for the runs without
+    it; ratio = records/s with the app / without per pair, mean of the pairs
+    (the app's cost comes in bursts) with a 95 % t-interval.
 
 Targets (issue #4): frame and sort/filter "instant" (reported against 50 ms),
 CPU <= 5 % of one core, producer throughput changed by <= 1 % (ratio >= 0.99;
@@ -241,12 +243,13 @@ def _app_child(ns: argparse.Namespace) -> int:
     import signal
 
     report, drained = (_attach_pty(200, 60) if ns.pty else (sys.stdout, None))
-    from fipstop.probes.ring import RingProbe
     from fipstop.sources import LiveSource
+    from fipstop.top import live_probes
     from fipstop.views.app import FipsTopApp
 
-    domains = [ns.domain] if ns.domain else None
-    app = FipsTopApp(LiveSource([RingProbe(shm_dir=ns.shm_dir, domains=domains)], ns.interval))
+    # the probes `fipstop` itself samples (ring, process CPU, backends, bans)
+    probe_args = argparse.Namespace(shm_dir=ns.shm_dir, domain=[ns.domain] if ns.domain else None)
+    app = FipsTopApp(LiveSource(live_probes(probe_args), ns.interval))
     mark: dict[str, Any] = {}
 
     def _ready() -> None:
@@ -342,7 +345,8 @@ def _cpu(n_rings: int, seconds: float, interval: float, warmup: float, pty: bool
         "app_output": out.strip(),
         "producer_cpu_pct": round(100 * pbusy / wall, 2),
         "mode": "pty" if pty else "headless",
-        "method": "child process: FipsTopApp(LiveSource([RingProbe])) at 200x60, "
+        "method": "child process: FipsTopApp(LiveSource(live_probes)), every probe `fipstop` samples (ring, "
+                  "process CPU, backends, bans), at 200x60, "
                   + ("under a pseudo-terminal with textual's real driver (every update encoded and written; "
                      "a thread of the same process drains the pty, counted in) " if pty else
                      "headless (textual composes every update but writes nothing) ")
@@ -356,66 +360,126 @@ def _cpu(n_rings: int, seconds: float, interval: float, warmup: float, pty: bool
 # --------------------------------------------------------------------------- #
 
 
-def _producer_ab(pairs: int, duration: float, interval: float, pty: bool) -> dict[str, Any]:
-    """The ring bench's monitor-overhead A/B (fipstop.bench.ring
-    ``Bench.run_monitor_ab``: C producer ``fips_c`` 128 B pinned to one CPU, a
-    C consumer draining on the other, interleaved pairs AB/BA/...) with the
-    full dashboard as the monitor instead of the C snapshot loop."""
-    from fipstop.bench import ring as rb
+AB_RECORDS = 400_000  # per timed fill of monitor_ab.c (10 fills per run)
 
-    ns = argparse.Namespace(quick=False, duration=duration, cases=None, sizes=None, reps=None, nice=None,
-                            shm_dir=None)
-    bench = rb.Bench(ns)
+
+def _readline(proc: subprocess.Popen, timeout: float) -> str | None:
+    """One line of ``proc``'s stdout within ``timeout`` s, else None."""
+    import selectors
+
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
     try:
-        bench.harness, bench.harness_reason, bench.build_info = rb.build_harness()
-        if bench.harness is None:
-            return {"status": "skipped", "reason": bench.harness_reason}
-        bench.ab_pairs = pairs
-
-        def argv(domain: str) -> list[str]:
-            return [sys.executable, "-m", "fipstop.bench.ui", "_app", "--shm-dir", str(bench.shm_dir),
-                    "--domain", domain, "--interval", f"{interval:g}", "--until-term"] + (["--pty"] if pty else [])
-
-        res = bench.run_monitor_ab(
-            name="app_overhead",
-            monitor_argv=argv,
-            monitor_desc=f"the full dashboard (FipsTopApp on LiveSource(RingProbe), {interval:g} s interval, "
-                         + ("under a 200x60 pseudo-terminal with textual's real driver" if pty else
-                            "headless at 200x60") + "), a separate unpinned process, started and ready (first "
-                         "frame on screen) before the producer starts",
-            duration=duration,
-        )
+        return proc.stdout.readline() if sel.select(timeout) else None
     finally:
-        bench.cleanup()
-    res["interval_s"] = interval
-    res["mode"] = "pty" if pty else "headless"
-    res["producer_pinning"] = bench.pin_note
-    if res.get("status") == "ok":
-        import math
+        sel.close()
 
-        res["ratio"] = round(res["ratio_median"], 5)
-        logs = [math.log(res["pair_ratios"][i]) for i in res["pairs_used"]]
-        if len(logs) >= 2:
-            # 95 % interval of the geometric mean ratio (t quantiles for small n)
-            t95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}.get(
-                len(logs) - 1, 2.2)
-            m, sd = statistics.mean(logs), statistics.stdev(logs)
-            half = t95 * sd / math.sqrt(len(logs))
-            res["ratio_geomean"] = round(math.exp(m), 5)
-            res["ratio_ci95"] = [round(math.exp(m - half), 5), round(math.exp(m + half), 5)]
-        apps = [r["monitor_result"] for r in res["runs"] if r.get("monitor_result")]
-        if apps:
-            res["app_cpu_pct_during_runs"] = round(statistics.median(a["cpu_pct_of_one_core"] for a in apps), 2)
-            res["app_frames_per_run"] = [a["frames"] for a in apps]
-        res["pairs_detail"] = [
-            {"pair": i, "without_records_per_s": next(r["records_per_s"] for r in res["runs"]
-                                                      if r["pair"] == i and not r["monitor"]),
-             "with_app_records_per_s": next(r["records_per_s"] for r in res["runs"] if r["pair"] == i and r["monitor"]),
-             "ratio": round(res["pair_ratios"][i], 5),
-             "order": "A then B" if i % 2 == 0 else "B then A"}
-            for i in range(len(res["pair_ratios"]))
-        ]
-    return res
+
+def mean_ci(values: list[float]) -> tuple[float, float, float]:
+    """Mean and its 95 % t-interval.  The mean, not the median: the app's cost
+    comes in bursts (one poll a second), so most runs see none of it and a
+    median would report only those."""
+    import math
+
+    m = statistics.mean(values)
+    if len(values) < 2:
+        return m, m, m
+    t95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}.get(
+        len(values) - 1, 2.0 if len(values) > 30 else 2.1)
+    half = t95 * statistics.stdev(values) / math.sqrt(len(values))
+    return m, m - half, m + half
+
+
+def _producer_ab(pairs: int, interval: float, pty: bool) -> dict[str, Any]:
+    """The ring bench's isolated monitor-overhead A/B (bench/ring/monitor_ab.c,
+    ``fipstop.bench.ring.run_monitor_isolated``) with the whole dashboard as
+    the monitor: the producer pinned to CPU 0 logs into a ring emptied before
+    each timed fill (no concurrent consumer, so no consumer noise), runs with
+    the app running and with it stopped (SIGSTOP) alternate AB/BA."""
+    from fipstop.bench.cbuild import build_c
+    from fipstop.bench.ring import FIPS_SRC, MONITOR_AB_SRC
+
+    binary, why, build = build_c("monitor_ab", (MONITOR_AB_SRC, FIPS_SRC))
+    if binary is None:
+        return {"status": "skipped", "reason": why}
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    shm = Path(tempfile.mkdtemp(prefix="fipstop-uiab-", dir=base))
+    out: dict[str, Any] = {
+        "status": "ok",
+        "method": "bench/ring/monitor_ab.c in 'stop' mode: producer pinned to CPU 0 logs 10 x "
+                  f"{AB_RECORDS // 1000}k records of 128 B per run into a 64 MiB ring that a consumer in the same "
+                  "process empties (untimed) before each fill; the monitor is the full dashboard (every probe "
+                  f"`fipstop` samples, {interval:g} s interval, "
+                  + ("under a 200x60 pseudo-terminal with textual's real driver" if pty else "headless 200x60")
+                  + ", unpinned), started once and attached to the producer's domain; 'without' runs have it "
+                  "stopped (SIGSTOP), 'with' runs running (SIGCONT), 20 ms settle after each switch, pairs "
+                  "AB/BA; ratio = throughput with / without per pair; mean with a 95 % t-interval. A resumed "
+                  "app's due poll falls into the 'with' run, so its polls bunch there: an upper bound.",
+        "build_command": build.get("build_command", build.get("binary", "")),
+        "records_per_run": AB_RECORDS * 10, "pairs": pairs, "interval_s": interval,
+        "mode": "pty" if pty else "headless",
+    }
+    mab = app = None
+    try:
+        mab = subprocess.Popen([str(binary), str(shm), str(AB_RECORDS), "0", str(pairs), "stop"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if (_readline(mab, 30) or "").strip() != "ready":
+            return {**out, "status": "error", "reason": "monitor_ab did not start: "
+                    + exc_line(RuntimeError(mab.stderr.read() if mab.poll() is not None else "no 'ready'"))}
+        app = subprocess.Popen([sys.executable, "-m", "fipstop.bench.ui", "_app", "--shm-dir", str(shm),
+                                "--domain", "mab", "--interval", f"{interval:g}", "--until-term"]
+                               + (["--pty"] if pty else []),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT))
+        if (_readline(app, 60) or "").strip() != "ready":
+            return {**out, "status": "error", "reason": "the app did not show its first frame within 60 s"}
+        assert mab.stdin is not None
+        mab.stdin.write(f"{app.pid}\n")
+        mab.stdin.flush()
+        ratios: list[float] = []
+        detail = []
+        while True:
+            line = _readline(mab, 120)
+            if not line:
+                break
+            parts = line.split()
+            if len(parts) == 4 and parts[0] == "pair":
+                without_ns, with_ns = int(parts[2]), int(parts[3])
+                ratios.append(without_ns / with_ns)
+                n = AB_RECORDS * 10
+                detail.append({"pair": int(parts[1]), "order": "A then B" if int(parts[1]) % 2 == 0 else "B then A",
+                               "without_records_per_s": round(n / without_ns * 1e9),
+                               "with_app_records_per_s": round(n / with_ns * 1e9),
+                               "ratio": round(without_ns / with_ns, 5)})
+        rc = mab.wait(timeout=30)
+        if rc != 0 or not ratios:
+            return {**out, "status": "error",
+                    "reason": f"monitor_ab exit {rc}: " + exc_line(RuntimeError(mab.stderr.read() or "no pairs"))}
+        m, lo, hi = mean_ci(ratios)
+        out.update(ratio=round(m, 5), ratio_ci95=[round(lo, 5), round(hi, 5)],
+                   ratio_median=round(statistics.median(ratios), 5), pairs_detail=detail)
+        os.kill(app.pid, 18)  # SIGCONT: it must run to answer SIGTERM
+        app.terminate()
+        try:
+            so, _ = app.communicate(timeout=30)
+            rep = [json.loads(x) for x in so.splitlines() if x.startswith("{")]
+            if rep:
+                out["app"] = rep[-1]
+        except (subprocess.TimeoutExpired, ValueError):
+            pass
+        return out
+    finally:
+        for proc in (app, mab):
+            if proc is not None and proc.poll() is None:
+                try:
+                    os.kill(proc.pid, 18)
+                except OSError:
+                    pass
+                proc.kill()
+                proc.wait()
+        import shutil
+
+        shutil.rmtree(shm, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- #
@@ -451,10 +515,11 @@ def render_table(doc: dict[str, Any]) -> str:
         lines.append(f"  the same headless (no terminal output): {ch['cpu_pct_of_one_core']:.2f} % of one core")
     ab = doc.get("producer_ab") or {}
     if ab.get("status") == "ok":
-        lines.append(f"  producer fips_c {ab['size_bytes']} B with / without the app attached: ratio "
-                     f"{ab['ratio_median']:.4f} (median of {len(ab['pair_ratios'])} pairs, pooled "
-                     f"{ab['ratio_pooled']:.4f}, 95 % interval {ab.get('ratio_ci95')}, "
-                     f"spread {ab['spread_pct']:.2f} %)")
+        app = ab.get("app") or {}
+        lines.append(f"  producer (C, 128 B) with / without the app attached: ratio {ab['ratio']:.4f} (mean of "
+                     f"{len(ab['pairs_detail'])} pairs, 95 % interval {ab['ratio_ci95'][0]:.4f}-"
+                     f"{ab['ratio_ci95'][1]:.4f}, median {ab['ratio_median']:.4f}); the app "
+                     f"{app.get('cpu_pct_of_one_core', '-')} % of a core, {app.get('frames', '-')} frames")
     else:
         lines.append(f"  producer A/B: {ab.get('status')}: {ab.get('reason') or ab.get('skip_reason')}")
     for t in doc["targets"]:
@@ -464,16 +529,16 @@ def render_table(doc: dict[str, Any]) -> str:
 
 def _ab_verdict(ab: dict[str, Any]) -> str:
     """pass / fail when the 95 % interval of the ratio settles it; otherwise
-    the median's side of the target, marked as not resolved by the noise."""
+    the mean's side of the target, marked as not resolved by the noise."""
     if ab.get("status") != "ok":
         return str(ab.get("status"))
-    lo, hi = ab.get("ratio_ci95") or (ab["ratio_median"], ab["ratio_median"])
+    lo, hi = ab.get("ratio_ci95") or (ab["ratio"], ab["ratio"])
     if lo >= 1 - AB_TARGET:
         return "pass"
     if hi < 1 - AB_TARGET:
         return "fail"
-    side = "pass" if ab["ratio_median"] >= 1 - AB_TARGET else "fail"
-    return f"inconclusive (median says {side}; the 95 % interval {lo:.3f}-{hi:.3f} is wider than the 1 % target)"
+    side = "pass" if ab["ratio"] >= 1 - AB_TARGET else "fail"
+    return f"inconclusive (mean says {side}; the 95 % interval {lo:.3f}-{hi:.3f} is wider than the 1 % target)"
 
 
 def main(args: argparse.Namespace) -> int:
@@ -496,10 +561,10 @@ def main(args: argparse.Namespace) -> int:
         cpu_headless = _cpu(256, seconds, 1.0, 2.0 if quick else 3.0, pty=False)
     except Exception as exc:
         cpu_headless = {"status": "error", "reason": exc_line(exc)}
-    pairs, ab_s = (3, 2.0) if quick else (8, 4.0)
-    _log(f"producer throughput with / without the app attached, {pairs} interleaved pairs of {ab_s:g} s ...")
+    pairs = 20 if quick else 160
+    _log(f"producer throughput with / without the app attached, {pairs} interleaved pairs ...")
     try:
-        ab = _producer_ab(pairs, ab_s, 1.0, pty=True)
+        ab = _producer_ab(pairs, 1.0, pty=True)
     except Exception as exc:
         ab = {"status": "error", "reason": exc_line(exc)}
     targets = [

@@ -18,7 +18,8 @@
  *   percent_n          formats holding %n (also in writable memory, positional,
  *                      with more conversions than arguments): nothing is written
  *   control            control bytes, ESC, DEL, invalid UTF-8 and an embedded NUL
- *   long LEN           one message of LEN bytes
+ *   long LEN           one message of LEN bytes ("%s": the shim's fast path)
+ *   longfmt LEN        the same through "%.*s" (the general, vsnprintf path)
  *   threads N M        N threads, all alive at once, log M records each
  *   fork               parent and child both log after fork()
  *   perror             LOG_PERROR copy to stderr
@@ -192,6 +193,16 @@ static void sc_long(size_t len)
     free(buf);
 }
 
+static void sc_longfmt(size_t len)
+{
+    char *buf = malloc(len + 1);
+    if (!buf) { failed = 1; return; }
+    for (size_t i = 0; i < len; i++) buf[i] = (char)('a' + i % 26);
+    buf[len] = 0;
+    syslog(LOG_INFO, "%.*s", (int)len, buf);
+    free(buf);
+}
+
 struct thr_arg {
     int index, records;
     pthread_barrier_t *start, *done;
@@ -301,6 +312,7 @@ int main(int argc, char **argv)
     else if (!strcmp(s, "percent_n")) sc_percent_n();
     else if (!strcmp(s, "control")) sc_control();
     else if (!strcmp(s, "long")) sc_long((size_t)a1);
+    else if (!strcmp(s, "longfmt")) sc_longfmt((size_t)a1);
     else if (!strcmp(s, "threads")) sc_threads((int)a1, (int)a2);
     else if (!strcmp(s, "fork")) sc_fork();
     else if (!strcmp(s, "perror")) sc_perror();

@@ -109,7 +109,9 @@ def test_targets_are_reported_not_asserted(doc: dict) -> None:
         "fips_with_consumer_qps_vs_none",
         "fips_with_consumer_logged_vs_answered",
         "fips_no_consumer_qps_vs_none",
+        "null_syslog_qps_vs_none",
         "fips_with_consumer_qps_vs_null_syslog",
+        "fips_shim_cost_vs_null_syslog_per_call",
         "fips_no_consumer_drops_counted",
     ]
     for t in doc["targets"]:

@@ -22,3 +22,31 @@ def test_frame_sort_filter_measurement_runs() -> None:
     assert res["rings"] == 64 and res["rows_in_table"] == 64
     for key in ("derive_ms", "update_ms", "render_ms", "frame_ms", "sort_ms", "filter_ms", "frame_cpu_ms"):
         assert res[key]["n"] > 0 and res[key]["median"] >= 0
+
+
+def test_mean_interval_and_verdict() -> None:
+    import pytest
+
+    from fipstop.bench.ui import _ab_verdict, mean_ci
+
+    m, lo, hi = mean_ci([1.0, 0.98, 1.02, 1.0])
+    assert m == pytest.approx(1.0) and lo < 1.0 < hi
+    assert _ab_verdict({"status": "ok", "ratio": 0.999, "ratio_ci95": [0.995, 1.003]}) == "pass"
+    assert _ab_verdict({"status": "ok", "ratio": 0.95, "ratio_ci95": [0.94, 0.96]}) == "fail"
+    assert _ab_verdict({"status": "ok", "ratio": 0.995, "ratio_ci95": [0.97, 1.02]}).startswith("inconclusive")
+    assert _ab_verdict({"status": "skipped"}) == "skipped"
+
+
+def test_producer_ab_with_the_app_stopped_and_running() -> None:
+    """The real A/B on a tiny scale: monitor_ab in 'stop' mode pauses and
+    resumes the real dashboard attached to its domain; every pair is timed
+    and the app reports frames it drew while running."""
+    from fipstop.bench.ui import _producer_ab
+
+    res = _producer_ab(4, 0.2, pty=False)
+    assert res["status"] == "ok", res
+    assert len(res["pairs_detail"]) == 4
+    assert all(p["without_records_per_s"] > 0 and p["with_app_records_per_s"] > 0 for p in res["pairs_detail"])
+    lo, hi = res["ratio_ci95"]
+    assert lo <= res["ratio"] <= hi
+    assert res["app"]["frames"] >= 1 and res["app"]["rings"] == 1

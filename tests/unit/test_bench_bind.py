@@ -135,8 +135,11 @@ def test_ratio_to_the_no_op_syslog_floor() -> None:
     res = {r["mode"]: r for r in bind.summarize(("none", "null_syslog", "fips"), runs)}
     assert res["fips"]["ratio_to_none"] == pytest.approx(0.76)
     assert res["fips"]["ratio_to_null_syslog"] == pytest.approx(0.95)
-    t = {t["name"]: t for t in bind.targets(list(res.values()))}["fips_with_consumer_qps_vs_null_syslog"]
+    ts = {t["name"]: t for t in bind.targets(list(res.values()))}
+    t = ts["fips_with_consumer_qps_vs_null_syslog"]
     assert t["measured"] == pytest.approx(0.95) and t["pass"] is None and t["target"] == "informational"
+    floor = ts["null_syslog_qps_vs_none"]
+    assert floor["measured"] == pytest.approx(0.8) and floor["pass"] is None
 
 
 def test_targets_without_fips_runs_are_not_applicable() -> None:

@@ -350,19 +350,20 @@ def test_control_bytes_and_nul_byte_exact(prog: Path, ring: Ring) -> None:
 
 
 @pytest.mark.parametrize(
-    "max_record,ring_capacity,length",
+    "mode,max_record,ring_capacity,length",
     [
-        (1024, 1 << 16, 2000),  # cut by the ring's max_record
-        (4096, 1 << 16, 100_000),  # far longer than anything
-        (16384, 1 << 16, 10_000),  # cut by the shim's 8 KiB format buffer
+        ("long", 1024, 1 << 16, 2000),  # cut by the ring's max_record
+        ("long", 4096, 1 << 16, 100_000),  # far longer than anything
+        ("longfmt", 1024, 1 << 16, 2000),  # the same through vsnprintf
+        ("longfmt", 16384, 1 << 16, 10_000),  # cut by the shim's 8 KiB format buffer
     ],
 )
 def test_long_message_truncated_flagged_counted(
-    prog: Path, shm_dir: Path, max_record: int, ring_capacity: int, length: int
+    prog: Path, shm_dir: Path, mode: str, max_record: int, ring_capacity: int, length: int
 ) -> None:
     ring = Ring(shm_dir, max_record=max_record, ring_capacity=ring_capacity)
     try:
-        r = run_prog(prog, "long", length, env=shim_env(shm_dir))
+        r = run_prog(prog, mode, length, env=shim_env(shm_dir))
         assert r.rc == 0, r.stderr
         full = pri(LOG_USER, LOG_INFO) + IDENT + b": " + bytes(ord("a") + i % 26 for i in range(length))
         (rec,) = ring.records()
@@ -374,6 +375,22 @@ def test_long_message_truncated_flagged_counted(
         snap = ring.snapshot()
         assert int(snap.rings["records_truncated"].sum()) == 1
         assert int(snap.rings["records_committed"].sum()) == 1
+    finally:
+        ring.close()
+
+
+def test_plain_percent_s_longer_than_the_format_buffer_is_carried_whole(prog: Path, shm_dir: Path) -> None:
+    """The fast path (literal text and %s only, named's format) copies the
+    pieces straight into the ring: no 8 KiB buffer in between, so a message
+    that fits max_record arrives whole."""
+    ring = Ring(shm_dir, max_record=16384, ring_capacity=1 << 16)
+    try:
+        r = run_prog(prog, "long", 10_000, env=shim_env(shm_dir))
+        assert r.rc == 0, r.stderr
+        full = pri(LOG_USER, LOG_INFO) + IDENT + b": " + bytes(ord("a") + i % 26 for i in range(10_000))
+        (rec,) = ring.records()
+        assert rec.data == full and not rec.truncated
+        assert int(ring.snapshot().rings["records_truncated"].sum()) == 0
     finally:
         ring.close()
 

@@ -1,0 +1,191 @@
+/*
+ * test_shim — the syslog(3) drop-in (fipstop/csrc/fips_syslog.c) linked into
+ * the test itself, so that ThreadSanitizer and AddressSanitizer/UBSan see
+ * its copies into the ring (the LD_PRELOAD tests in
+ * tests/unit/test_syslog_shim.py run it unsanitised, in real programs).
+ *
+ * Linking it in makes this program's syslog(), vsyslog(), __syslog_chk()
+ * the shim's.  Every case logs, then reads the records back through a
+ * consumer and compares them byte for byte with what glibc would send.
+ */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <syslog.h>
+
+void __syslog_chk(int pri, int flag, const char *fmt, ...);
+
+#define DOMAIN "shim"
+#define MAX_RECORD 1024
+#define HDR "<14>t: " /* LOG_USER | LOG_INFO, ident "t" */
+
+static fips_domain *dom;
+static fips_consumer *cons;
+
+/* The next record, copied into out (NUL-terminated); its length, or -1. */
+static long next_record(char *out, size_t cap, uint32_t *flags)
+{
+    fips_batch b;
+    fips_record r;
+    if (fips_consumer_read(cons, &b, 1) != 0) return -1;
+    long n = -1;
+    if (fips_batch_next(&b, &r)) {
+        n = r.len;
+        size_t k = r.len < cap - 1 ? r.len : cap - 1;
+        memcpy(out, r.data, k);
+        out[k] = 0;
+        if (flags) *flags = r.flags;
+    }
+    fips_consumer_release(cons, &b);
+    return n;
+}
+
+static void expect(const char *want, size_t want_len, uint32_t want_flags)
+{
+    static char got[8192];
+    uint32_t flags = 0;
+    long n = next_record(got, sizeof got, &flags);
+    REQUIRE(n >= 0);
+    CHECK_EQ(n, want_len);
+    CHECK(memcmp(got, want, want_len < (size_t)n ? want_len : (size_t)n) == 0);
+    CHECK_EQ(flags, want_flags);
+    if (n != (long)want_len || memcmp(got, want, want_len) != 0)
+        fprintf(stderr, "  got  [%.*s]\n  want [%.*s]\n", (int)n, got, (int)want_len, want);
+}
+
+static void expect_str(const char *want)
+{
+    expect(want, strlen(want), 0);
+}
+
+/* named's query-log call: ten %s, most of them empty, one NULL. */
+static void t_named_format(void)
+{
+    __syslog_chk(LOG_INFO, 1, "%s%s%s%s%s%s%s%s%s%s", "", "", "", "", "queries", ": ", "", NULL, "info: ",
+                 "client @0x1 127.0.0.1#5300 (a.test): query: a.test IN A +E(0)");
+    expect_str(HDR "queries: (null)info: client @0x1 127.0.0.1#5300 (a.test): query: a.test IN A +E(0)");
+    syslog(LOG_INFO, "a=%s, b=%s!", "x", "yz");
+    expect_str(HDR "a=x, b=yz!");
+    syslog(LOG_INFO, "no conversion at all");
+    expect_str(HDR "no conversion at all");
+    syslog(LOG_INFO, "%s", "");
+    expect_str(HDR);
+}
+
+/* The general path: printf conversions, %m, %%. */
+static void t_general_format(void)
+{
+    errno = ENOENT;
+    syslog(LOG_INFO, "%d %05.1f %m %% %c", -42, 3.14159, 'z');
+    expect_str(HDR "-42 003.1 No such file or directory % z");
+}
+
+/* %n never writes, on either path. */
+static void t_percent_n(void)
+{
+    int n = 12345;
+    char fmt[32];
+    snprintf(fmt, sizeof fmt, "abc%%n%%s");
+    syslog(LOG_INFO, fmt, &n, "def");
+    CHECK_EQ(n, 12345);
+    expect_str(HDR "abcdef");
+}
+
+/* Longer than max_record: cut there, flagged, counted; on both paths. */
+static void t_truncation(void)
+{
+    static char big[4000];
+    memset(big, 'q', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    static char want[MAX_RECORD];
+    memcpy(want, HDR, strlen(HDR));
+    memset(want + strlen(HDR), 'q', MAX_RECORD - strlen(HDR));
+    syslog(LOG_INFO, "%s", big);
+    expect(want, MAX_RECORD, FIPS_REC_TRUNC);
+    syslog(LOG_INFO, "%.*s", (int)strlen(big), big);
+    expect(want, MAX_RECORD, FIPS_REC_TRUNC);
+    /* exactly max_record: not cut */
+    big[MAX_RECORD - strlen(HDR)] = 0;
+    syslog(LOG_INFO, "%s", big);
+    expect(want, MAX_RECORD, 0);
+}
+
+/* Control bytes and an ESC are carried as they are (escaped only when shown). */
+static void t_control_bytes(void)
+{
+    syslog(LOG_INFO, "%s", "\x1b[31mred\x1b[0m\t\x7f\x01");
+    expect_str(HDR "\x1b[31mred\x1b[0m\t\x7f\x01");
+}
+
+/* Many threads at once: each logs into a ring of its own, no lock. */
+#define THREADS 4
+#define PER_THREAD 3000
+static void *writer(void *arg)
+{
+    long id = (long)arg;
+    char num[32];
+    for (int i = 0; i < PER_THREAD; i++) {
+        snprintf(num, sizeof num, "%d", i);
+        __syslog_chk(LOG_INFO, 1, "%s%s%s%s%s%s%s%s%s%s", "", "", "", "", "", "", "", "", id & 1 ? "odd " : "even ",
+                     num);
+    }
+    return NULL;
+}
+
+static void t_threads(void)
+{
+    pthread_t th[THREADS];
+    for (long i = 0; i < THREADS; i++) REQUIRE(pthread_create(&th[i], NULL, writer, (void *)i) == 0);
+    long seen = 0, bad = 0;
+    uint64_t deadline = t_mono_ns() + 20ull * 1000000000ull;
+    int joined = 0;
+    char rec[256];
+    while (seen < THREADS * PER_THREAD && t_mono_ns() < deadline) {
+        long n = next_record(rec, sizeof rec, NULL);
+        if (n < 0) {
+            if (!joined) {
+                for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
+                joined = 1;
+            } else {
+                t_sleep_us(1000);
+            }
+            continue;
+        }
+        seen++;
+        if (strncmp(rec, HDR "odd ", strlen(HDR) + 4) != 0 && strncmp(rec, HDR "even ", strlen(HDR) + 5) != 0)
+            bad++;
+    }
+    if (!joined)
+        for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
+    CHECK_EQ(seen, THREADS * PER_THREAD);
+    CHECK_EQ(bad, 0);
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    t_mkdir("shim");
+    fips_domain_opts o;
+    fips_domain_opts_init(&o);
+    o.create = 1;
+    o.max_record = MAX_RECORD;
+    o.ring_capacity = 1u << 20;
+    if (fips_domain_open(&dom, t_dir, DOMAIN, &o) != 0) DIE("cannot create the domain");
+    if (fips_consumer_open(&cons, dom, "test") != 0) DIE("cannot open the consumer");
+    /* read by the shim on its first call */
+    setenv("FIPS_SHM_DIR", t_dir, 1);
+    setenv("FIPS_DOMAIN", DOMAIN, 1);
+    openlog("t", 0, LOG_USER);
+    RUN(t_named_format);
+    RUN(t_general_format);
+    RUN(t_percent_n);
+    RUN(t_truncation);
+    RUN(t_control_bytes);
+    RUN(t_threads);
+    closelog();
+    fips_consumer_close(cons);
+    fips_domain_close(dom);
+    t_rmdir();
+    return t_report("test_shim");
+}
