@@ -69,6 +69,15 @@ class JournaldProbe:
         self.procfs_root = procfs_root
         self.sockets = sockets
         self.journal_dirs = journal_dirs
+        self._pids: frozenset[int] | None = None  # the processes at the last search
+        self._pid = 0
+
+    def _find(self) -> int:
+        """find_journald, searched again only when the set of processes changed."""
+        live = frozenset(pids(self.procfs_root))
+        if live != self._pids:
+            self._pids, self._pid = live, find_journald(self.procfs_root)
+        return self._pid
 
     def available(self) -> tuple[bool, str]:
         pid = find_journald(self.procfs_root)
@@ -76,7 +85,7 @@ class JournaldProbe:
 
     def sample(self, fd_scan=None, diag=None) -> JournaldSample:
         now = time.monotonic_ns()
-        pid = find_journald(self.procfs_root)
+        pid = self._find()
         if not pid:
             return JournaldSample(False, "not running", taken_mono_ns=now)
         socks = tuple(UnixSocketProbe(p, procfs_root=self.procfs_root).sample(fd_scan, diag)
