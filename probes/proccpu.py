@@ -48,6 +48,16 @@ class ProcCpuSample:
         return None
 
 
+def _read(path: str, limit: int) -> bytes:
+    """One read of a small /proc file: os.open/os.read, a third of what a
+    Python file object costs, which matters at 64 threads per process."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
 def parse_stat(text: str) -> tuple[str, int, int] | None:
     """(comm, utime + stime, threads) of a /proc/PID/stat line, or None."""
     lp, rp = text.find("("), text.rfind(")")
@@ -107,8 +117,7 @@ class ProcCpuProbe:
             return -1
         for tid in tids:
             try:
-                with open(os.path.join(task, tid, "schedstat"), "rb") as f:
-                    total += int(f.read(256).split()[1])
+                total += int(_read(f"{task}/{tid}/schedstat", 256).split()[1])
             except (OSError, IndexError, ValueError):
                 continue
         return total
@@ -121,8 +130,7 @@ class ProcCpuProbe:
         out = []
         for pid in sorted({int(p) for p in self.pids() if int(p) > 0})[: self.max_pids]:
             try:
-                with open(os.path.join(self.root, str(pid), "stat"), "rb") as f:
-                    text = f.read(4096).decode("utf-8", "replace")
+                text = _read(f"{self.root}/{pid}/stat", 4096).decode("utf-8", "replace")
             except OSError:
                 continue
             parsed = parse_stat(text)

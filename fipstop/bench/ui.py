@@ -296,7 +296,9 @@ def _cpu(n_rings: int, seconds: float, interval: float, warmup: float, pty: bool
     import psutil
 
     py = sys.executable
-    with tempfile.TemporaryDirectory(prefix="fipstop-bench-ui-") as shm:
+    # in /dev/shm as a real domain (a disk-backed one adds writeback noise)
+    with tempfile.TemporaryDirectory(prefix="fipstop-bench-ui-",
+                                     dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as shm:
         prod = subprocess.Popen([py, "-c", _PRODUCER, shm, "benchui", str(n_rings), "20"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:

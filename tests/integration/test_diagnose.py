@@ -99,7 +99,9 @@ def test_consumer_too_slow(actors: Actors, shm_dir: Path) -> None:
 
 
 def test_dead_consumer(actors: Actors, shm_dir: Path) -> None:
-    actors.produce(5000, ring=1 << 20)
+    # 4 MiB: still filling when the diagnosis samples (a 1 MiB ring could be
+    # full by then, and a full ring's lag no longer grows)
+    actors.produce(5000, ring=1 << 22)
     p = actors.consume("sleepy", "fast")
     time.sleep(0.3)
     os.kill(p.pid, signal.SIGSTOP)  # alive but not reading: heartbeat goes stale, lag grows
