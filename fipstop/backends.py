@@ -15,9 +15,13 @@ unresolved discards, audit lost, rsyslog discarded).
 Discovery (``discover``): ``/dev/log`` and its receiver, and files under
 /var/log that rsyslogd, fail2ban-server or crowdsec have open.  One scan of
 ``/proc/*/fd`` serves every part; it is repeated when the set of processes
-changed and at least every RESCAN_S seconds, not at every poll: it was most
-of the probe's ~5 ms a poll (and of the dashboard's CPU budget), while
-queues, sizes and reader positions are read fresh at every poll anyway.
+changed, when a watched socket has a receiver or a connected sender the scan
+does not know (at most once a second), when a file reader's fd no longer
+points at its file, and at least every RESCAN_S seconds - not at every poll:
+it was most of the probe's ~5 ms a poll (and of the dashboard's CPU budget),
+while queues, sizes and reader positions are read fresh at every poll.  What
+can be up to RESCAN_S late: a file an already running rsyslogd opened (for
+discovery) and the owner of a UDP socket opened by a running process.
 """
 
 from __future__ import annotations
@@ -147,20 +151,37 @@ class BackendsProbe:
                 if os.path.isfile(t):
                     self._file(t)
 
+    def _rescan(self, now: int, live: frozenset[int], notes: list[str]) -> None:
+        scan, skipped = scan_fds(self.procfs_root)
+        if self.config.discover:
+            self._discover_files(scan, notes)
+        for f in self._files.values():
+            f.scan_stale = False
+        self._scan = (now, live, skipped, _by_socket(scan), _by_path(scan))
+
+    def _sample_sockets(self, paths: list[str], diag) -> tuple[UnixSocketSample, ...]:
+        by_sock = (self._scan[3], self._scan[2])
+        return tuple(UnixSocketProbe(p, procfs_root=self.procfs_root).sample(by_sock, diag) for p in paths)
+
+    def _socket_scan_stale(self, socks: tuple[UnixSocketSample, ...], diag) -> bool:
+        """A watched socket's receiver, or a sender connected to it, that the
+        scan does not know: the scan is older than that connection."""
+        recv = {s.inode for s in socks if s.ok and s.inode}
+        if not recv:
+            return False
+        holders = self._scan[3]
+        if any(i not in holders for i in recv):
+            return True
+        return any(x.peer in recv and x.inode not in recv and x.inode not in holders for x in diag.values())
+
     def sample(self) -> BackendsSample:
         now = time.monotonic_ns()
         notes: list[str] = []
         live = frozenset(pids(self.procfs_root))
-        if self._scan is None or self._scan[1] != live or now - self._scan[0] >= RESCAN_S * 1e9:
-            scan, skipped = scan_fds(self.procfs_root)
-            if self.config.discover:
-                self._discover_files(scan, notes)
-            self._scan = (now, live, skipped, _by_socket(scan), _by_path(scan))
-        _, _, skipped, socket_holders, path_holders = self._scan
-        if skipped:
-            notes.append(f"{skipped} processes could not be read (gone or not permitted)")
-        by_sock = (socket_holders, skipped)
-        by_path = (path_holders, skipped)
+        stale = any(f.scan_stale for f in self._files.values())
+        if (stale or self._scan is None or self._scan[1] != live
+                or now - self._scan[0] >= RESCAN_S * 1e9):
+            self._rescan(now, live, notes)
         diag = None
         paths = self._socket_paths()
         if paths or self._journald is not None:
@@ -169,7 +190,17 @@ class BackendsProbe:
             except NetlinkError as e:
                 notes.append(permission_reason(e, "sock_diag", "root"))
                 diag = {}
-        socks = tuple(UnixSocketProbe(p, procfs_root=self.procfs_root).sample(by_sock, diag) for p in paths)
+        socks = self._sample_sockets(paths, diag)
+        if diag and self._socket_scan_stale(socks, diag) and now - self._scan[0] >= 1e9:
+            # a process already running connected to (or bound) a watched
+            # socket since the scan: its senders must show now, not in 5 s
+            self._rescan(now, live, notes)
+            socks = self._sample_sockets(paths, diag)
+        _, _, skipped, socket_holders, path_holders = self._scan
+        if skipped:
+            notes.append(f"{skipped} processes could not be read (gone or not permitted)")
+        by_sock = (socket_holders, skipped)
+        by_path = (path_holders, skipped)
         files = tuple(p.sample(by_path) for p in self._files.values())
         jd = self._journald.sample(by_sock, diag) if self._journald is not None else None
         return BackendsSample(

@@ -127,6 +127,9 @@ class LogFileProbe:
         self._bytes = self._lines = self._rot = self._trunc = 0
         self._estimated = False
         self._seen: dict[tuple[int, int], tuple[FileReader, int]] = {}
+        #: a (pid, fd) of the shared scan no longer points at this path: the
+        #: scan is stale (BackendsProbe repeats it at the next poll)
+        self.scan_stale = False
 
     def available(self) -> tuple[bool, str]:
         try:
@@ -174,6 +177,14 @@ class LogFileProbe:
             fd_scan = scan_path_fds(self.procfs_root, {self.path})
         readers, writers = [], []
         for pid, fd in fd_scan[0].get(self.path, []):
+            try:
+                # the scan may be a few seconds old: the fd must still be this path
+                link = os.readlink(f"{self.procfs_root}/{pid}/fd/{fd}")
+            except OSError:
+                continue  # closed or gone since the scan
+            if (link[:-10] if link.endswith(" (deleted)") else link) != self.path:
+                self.scan_stale = True
+                continue
             try:
                 with open(f"{self.procfs_root}/{pid}/fdinfo/{fd}", encoding="utf-8", errors="replace") as f:
                     info = parse_fdinfo(f.read(4096))

@@ -18,8 +18,8 @@
  * takes it from the server being measured, and every wake-up of it preempts
  * one of named's workers.  So it drains in passes: a pass reads every ring
  * until nothing is left, then the drain naps.  The nap adapts to the fill it
- * found: a pass whose largest batch spanned less than 1/16 of a ring doubles
- * it (up to NAP_MAX_US), more than 1/4 of a ring halves it (down to
+ * found: a pass that read less than 1/16 of a ring from every ring doubles
+ * it (up to NAP_MAX_US), more than 1/4 of some ring halves it (down to
  * NAP_MIN_US).  At named's ~30 k lines/s per worker a 1 MiB ring fills in
  * ~250 ms, so the nap settles near 10-20 ms: ~100 wake-ups a second where a
  * fixed 200 us nap after each short batch made ~3 300 (measured).
@@ -109,7 +109,14 @@ int main(int argc, char **argv)
     int draining = 0, empty_after_stop = 0;
     long nap_us = 1000;
     const uint64_t cap = fips_domain_header(d)->ring_capacity;
-    uint64_t pass_span = 0; /* largest batch of this pass, in ring bytes */
+    const uint32_t nrings = fips_domain_header(d)->max_rings;
+    /* ring bytes read from each ring in this pass (a batch holds at most 4096
+     * records, so one ring can give several batches in a pass) */
+    uint64_t *pass_bytes = calloc(nrings ? nrings : 1, sizeof *pass_bytes);
+    if (!pass_bytes) {
+        printf("{\"error\": \"out of memory\"}\n");
+        return 1;
+    }
     for (;;) {
         if (g_stop) draining = 1;
         rc = fips_consumer_read(c, &b, 4096);
@@ -123,7 +130,7 @@ int main(int argc, char **argv)
             }
             lost += b.lost;
             batches++;
-            if (b.end - b.start > pass_span) pass_span = b.end - b.start;
+            if (b.ring < nrings) pass_bytes[b.ring] += b.end - b.start;
             int rr = fips_consumer_release(c, &b);
             if (rr) {
                 errors++;
@@ -139,10 +146,13 @@ int main(int argc, char **argv)
                 continue;
             }
             /* the pass is over: pace the next one by the fill it found */
-            if (pass_span > cap / 4 && nap_us > NAP_MIN_US) nap_us /= 2;
-            else if (pass_span < cap / 16 && nap_us < NAP_MAX_US) nap_us *= 2;
+            uint64_t most = 0;
+            for (uint32_t i = 0; i < nrings; i++)
+                if (pass_bytes[i] > most) most = pass_bytes[i];
+            memset(pass_bytes, 0, (size_t)nrings * sizeof *pass_bytes);
+            if (most > cap / 4 && nap_us > NAP_MIN_US) nap_us /= 2;
+            else if (most < cap / 16 && nap_us < NAP_MAX_US) nap_us *= 2;
             if (nap_us > NAP_MAX_US) nap_us = NAP_MAX_US;
-            pass_span = 0;
             sleep_us(nap_us);
             sleeps++;
             continue;
@@ -160,6 +170,7 @@ int main(int argc, char **argv)
            (unsigned long long)bytes, (unsigned long long)batches,
            (unsigned long long)sleeps, cpu_s(), (unsigned long long)errors, last_err);
     fflush(stdout);
+    free(pass_bytes);
     fips_consumer_close(c);
     fips_domain_close(d);
     return 0;

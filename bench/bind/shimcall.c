@@ -83,8 +83,11 @@ int main(int argc, char **argv)
         return 2;
     }
     work_len = (size_t)work_kib * 1024;
-    work = calloc(work_len + 1, 1);
+    work = malloc(work_len + 1);
     if (!work) return 2;
+    /* written, so that it is real memory: an untouched calloc()ed block maps
+     * the kernel's zero page, and 256 KiB of reads would hit 4 KiB of L1 */
+    for (size_t i = 0; i <= work_len; i++) work[i] = (unsigned char)i;
     void *hf = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     void *hn = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
     if (!hf || !hn) {

@@ -18,10 +18,11 @@
  * the whole dashboard) that cannot be started per run, so it is started once
  * and paused instead.  monitor_ab prints "ready" once the domain "mab"
  * exists, reads the monitor's pid from stdin, and runs "without" with that
- * process stopped (SIGSTOP) and "with" with it running (SIGCONT).  Both
- * settle 20 ms after the switch.  A paused app's timer is due when it
- * resumes, so its polls bunch into the "with" runs: the cost comes out
- * larger than at the app's own pace, never smaller.
+ * process stopped (SIGSTOP; timing starts once /proc says it is stopped) and
+ * "with" with it running (SIGCONT; timing starts at once).  A poll that fell
+ * due while the app was stopped runs as it resumes, inside the timed "with"
+ * run, so its polls bunch into those runs.  However monitor_ab ends (a
+ * failure, a signal, its parent's death) the monitor is continued first.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -34,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -74,6 +76,36 @@ static fips_domain *dom;
 static fips_consumer *drain;
 static pid_t stop_pid = -1; /* "stop" mode: the caller's monitor process */
 
+/* Never leave the caller's monitor stopped behind us. */
+static void continue_monitor(void)
+{
+    if (stop_pid > 0) kill(stop_pid, SIGCONT);
+}
+
+static void on_fatal_signal(int sig)
+{
+    continue_monitor();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Whether /proc says pid is stopped ('T'), polled up to 20 ms. */
+static void wait_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    for (int i = 0; i < 200; i++) {
+        FILE *f = fopen(path, "r");
+        if (!f) return;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        const char *rp = strrchr(buf, ')');
+        if (rp && rp[1] == ' ' && rp[2] == 'T') return;
+        usleep(100);
+    }
+}
+
 static void setup(const char *dir)
 {
     fips_domain_unlink(dir, "mab");
@@ -103,7 +135,7 @@ static long long run(const char *dir, long records, int with_monitor, double hz)
             fprintf(stderr, "monitor pid %d: %s\n", (int)stop_pid, strerror(errno));
             exit(2);
         }
-        usleep(20000);
+        if (!with_monitor) wait_stopped(stop_pid);
     } else if (with_monitor) {
         mon = fork();
         if (mon == 0) monitor_loop(dir, hz);
@@ -145,6 +177,10 @@ int main(int argc, char **argv)
         int pid = 0;
         if (scanf("%d", &pid) != 1 || pid <= 1) { fprintf(stderr, "stop: no monitor pid on stdin\n"); return 2; }
         stop_pid = (pid_t)pid;
+        atexit(continue_monitor);
+        int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE};
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], on_fatal_signal);
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* the bench that started us died: continue it, exit */
     }
     for (int w = 0; w < 3; w++) run(dir, records, 0, hz); /* fault the ring in, warm up */
     for (int k = 0; k < pairs; k++) {

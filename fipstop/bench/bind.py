@@ -1018,7 +1018,7 @@ def targets(results: list[dict[str, Any]], shim_call: dict[str, Any] | None = No
     out.append(t("fips_with_consumer_qps_vs_null_syslog", "informational", x, None,
                  "the shim's own cost: fips vs BIND query logging into a no-op syslog(3) (the floor for any "
                  "syslog transport); not an issue target"))
-    sc = shim_call if shim_call and shim_call.get("status") == "ok" else {}
+    sc = shim_call if shim_call and shim_call.get("status") in ("ok", "warning") else {}
     x = sc.get("predicted_ratio_to_null_syslog")
     out.append(t("fips_shim_cost_vs_null_syslog_per_call", "informational", x, None,
                  f"the shim's cost per call measured against a no-op syslog(3) in one process "
@@ -1073,7 +1073,9 @@ def render_table(doc: dict[str, Any]) -> str:
     if w:
         lines.append(f"WARNING: {w}")
     sc = doc.get("shim_call") or {}
-    if sc.get("status") == "ok":
+    if sc.get("status") == "warning":
+        lines.append(f"WARNING: shim cost per call: {sc.get('reason')}")
+    if sc.get("status") in ("ok", "warning"):
         lines.append(f"shim cost per call (vs a no-op syslog(3), same process): {sc['cost_ns_per_call']} ns, "
                      f"95 % {sc['cost_ns_ci95'][0]}..{sc['cost_ns_ci95'][1]} ns"
                      + (f"; named at {sc['named_us_per_query_null_syslog']} us/query keeps "

@@ -42,6 +42,7 @@ import datetime as _dt
 import json
 import os
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -236,12 +237,25 @@ def _attach_pty(cols: int, rows: int):
     return report, drained
 
 
+def _die_with_parent(sig: int) -> None:
+    """prctl(PR_SET_PDEATHSIG): a child the bench started with --until-term
+    must not outlive a bench that was killed (best effort, Linux only)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, sig, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
 def _app_child(ns: argparse.Namespace) -> int:
     """Run the real dashboard (child process): headless, or under a pty with
     the real terminal driver (``--pty``); for ``--seconds`` or, with
     ``--until-term``, until SIGTERM (then one JSON line: frames and CPU)."""
     import signal
 
+    if ns.until_term:
+        _die_with_parent(signal.SIGTERM)
     report, drained = (_attach_pty(200, 60) if ns.pty else (sys.stdout, None))
     from fipstop.sources import LiveSource
     from fipstop.top import live_probes
@@ -257,8 +271,6 @@ def _app_child(ns: argparse.Namespace) -> int:
         print("ready" if ns.until_term else "started", file=report, flush=True)
 
     def _started() -> None:
-        if ns.until_term:
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, app.exit)
         if getattr(ns, "plain_sigcont", False):
             # The A/B pauses this process with SIGSTOP/SIGCONT hundreds of
             # times; textual's driver answers each SIGCONT by re-entering
@@ -266,6 +278,8 @@ def _app_child(ns: argparse.Namespace) -> int:
             # support), a cost no attached dashboard has.  Measured: 16.7 %
             # of a core during the A/B with it, against ~4.6 % steady.
             signal.signal(signal.SIGCONT, signal.SIG_DFL)
+        if ns.until_term:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, app.exit)
             # ready once the first frame is on screen and the start-up work is done
             app.set_timer(max(ns.interval, 0.5) + 0.5, _ready)
         else:
@@ -393,7 +407,7 @@ def mean_ci(values: list[float]) -> tuple[float, float, float]:
 
     m = statistics.mean(values)
     if len(values) < 2:
-        return m, m, m
+        return m, float("-inf"), float("inf")  # one pair decides nothing
     t95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}.get(
         len(values) - 1, 2.0 if len(values) > 30 else 2.1)
     half = t95 * statistics.stdev(values) / math.sqrt(len(values))
@@ -422,10 +436,11 @@ def _producer_ab(pairs: int, interval: float, pty: bool) -> dict[str, Any]:
                   f"`fipstop` samples, {interval:g} s interval, "
                   + ("under a 200x60 pseudo-terminal with textual's real driver" if pty else "headless 200x60")
                   + ", unpinned), started once and attached to the producer's domain; 'without' runs have it "
-                  "stopped (SIGSTOP), 'with' runs running (SIGCONT; textual's repaint-on-SIGCONT handler removed: it is "
-                  "no cost of an attached dashboard), 20 ms settle after each switch, pairs "
-                  "AB/BA; ratio = throughput with / without per pair; mean with a 95 % t-interval. A resumed "
-                  "app's due poll falls into the 'with' run, so its polls bunch there: an upper bound.",
+                  "stopped (SIGSTOP, timing starts once /proc says it is stopped), 'with' runs running (SIGCONT, "
+                  "timing starts at once; textual's repaint-on-SIGCONT handler removed: it is no cost of an "
+                  "attached dashboard), pairs AB/BA; ratio = throughput with / without per pair; mean with a 95 % "
+                  "t-interval. A poll that fell due while the app was stopped runs as it resumes, inside the "
+                  "timed 'with' run: its polls bunch into those runs.",
         "build_command": build.get("build_command", build.get("binary", "")),
         "records_per_run": AB_RECORDS * 10, "pairs": pairs, "interval_s": interval,
         "mode": "pty" if pty else "headless",
@@ -441,9 +456,13 @@ def _producer_ab(pairs: int, interval: float, pty: bool) -> dict[str, Any]:
                                 "--domain", "mab", "--interval", f"{interval:g}", "--until-term",
                                 "--plain-sigcont"]
                                + (["--pty"] if pty else []),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT))
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT),
+                               env={**os.environ, "TERM": "xterm-256color"})
         if (_readline(app, 60) or "").strip() != "ready":
-            return {**out, "status": "error", "reason": "the app did not show its first frame within 60 s"}
+            err = ""
+            if app.poll() is not None and app.stderr is not None:
+                err = ": " + exc_line(RuntimeError(app.stderr.read()[-400:] or f"exit {app.returncode}"))
+            return {**out, "status": "error", "reason": "the app did not show its first frame within 60 s" + err}
         assert mab.stdin is not None
         mab.stdin.write(f"{app.pid}\n")
         mab.stdin.flush()
@@ -469,21 +488,28 @@ def _producer_ab(pairs: int, interval: float, pty: bool) -> dict[str, Any]:
         m, lo, hi = mean_ci(ratios)
         out.update(ratio=round(m, 5), ratio_ci95=[round(lo, 5), round(hi, 5)],
                    ratio_median=round(statistics.median(ratios), 5), pairs_detail=detail)
-        os.kill(app.pid, 18)  # SIGCONT: it must run to answer SIGTERM
+        # A dead app would make every pair "without": the A/B would say 1.0.
+        if app.poll() is not None:
+            return {**out, "status": "error", "reason": f"the app exited ({app.returncode}) during the A/B"}
+        os.kill(app.pid, signal.SIGCONT)  # it must run to answer SIGTERM
         app.terminate()
+        rep = []
         try:
             so, _ = app.communicate(timeout=30)
             rep = [json.loads(x) for x in so.splitlines() if x.startswith("{")]
-            if rep:
-                out["app"] = rep[-1]
         except (subprocess.TimeoutExpired, ValueError):
             pass
+        if not rep or not rep[-1].get("frames"):
+            return {**out, "status": "error", "reason": "the app drew no frame during the A/B"}
+        # its CPU over the A/B's wall time, about half of which it spent stopped
+        out["app"] = {**rep[-1], "note": "cpu_pct_of_one_core is over the A/B's wall time, "
+                                         "about half of which the app was stopped"}
         return out
     finally:
         for proc in (app, mab):
             if proc is not None and proc.poll() is None:
                 try:
-                    os.kill(proc.pid, 18)
+                    os.kill(proc.pid, signal.SIGCONT)
                 except OSError:
                     pass
                 proc.kill()
@@ -529,8 +555,8 @@ def render_table(doc: dict[str, Any]) -> str:
         app = ab.get("app") or {}
         lines.append(f"  producer (C, 128 B) with / without the app attached: ratio {ab['ratio']:.4f} (mean of "
                      f"{len(ab['pairs_detail'])} pairs, 95 % interval {ab['ratio_ci95'][0]:.4f}-"
-                     f"{ab['ratio_ci95'][1]:.4f}, median {ab['ratio_median']:.4f}); the app "
-                     f"{app.get('cpu_pct_of_one_core', '-')} % of a core, {app.get('frames', '-')} frames")
+                     f"{ab['ratio_ci95'][1]:.4f}, median {ab['ratio_median']:.4f}); the app drew "
+                     f"{app.get('frames', '-')} frames, {app.get('cpu_s', '-')} s of CPU")
     else:
         lines.append(f"  producer A/B: {ab.get('status')}: {ab.get('reason') or ab.get('skip_reason')}")
     for t in doc["targets"]:

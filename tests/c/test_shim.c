@@ -17,7 +17,7 @@
 void __syslog_chk(int pri, int flag, const char *fmt, ...);
 
 #define DOMAIN "shim"
-#define MAX_RECORD 1024
+#define MAX_RECORD 16384 /* > the general path's 8 KiB buffer: the paths differ */
 #define HDR "<14>t: " /* LOG_USER | LOG_INFO, ident "t" */
 
 static fips_domain *dom;
@@ -43,7 +43,7 @@ static long next_record(char *out, size_t cap, uint32_t *flags)
 
 static void expect(const char *want, size_t want_len, uint32_t want_flags)
 {
-    static char got[8192];
+    static char got[MAX_RECORD + 16];
     uint32_t flags = 0;
     long n = next_record(got, sizeof got, &flags);
     REQUIRE(n >= 0);
@@ -51,7 +51,8 @@ static void expect(const char *want, size_t want_len, uint32_t want_flags)
     CHECK(memcmp(got, want, want_len < (size_t)n ? want_len : (size_t)n) == 0);
     CHECK_EQ(flags, want_flags);
     if (n != (long)want_len || memcmp(got, want, want_len) != 0)
-        fprintf(stderr, "  got  [%.*s]\n  want [%.*s]\n", (int)n, got, (int)want_len, want);
+        fprintf(stderr, "  got  %ld bytes [%.*s]\n  want %zu bytes [%.*s]\n", n, n < 80 ? (int)n : 80, got,
+                want_len, want_len < 80 ? (int)want_len : 80, want);
 }
 
 static void expect_str(const char *want)
@@ -92,23 +93,55 @@ static void t_percent_n(void)
     expect_str(HDR "abcdef");
 }
 
-/* Longer than max_record: cut there, flagged, counted; on both paths. */
+/* Longer than max_record: cut there, flagged, counted.  The fast path
+ * ("%s") carries up to max_record; the general path ("%.*s") is cut by its
+ * 8 KiB buffer first - which tells the two paths apart. */
 static void t_truncation(void)
 {
-    static char big[4000];
+    static char big[20000];
     memset(big, 'q', sizeof big - 1);
     big[sizeof big - 1] = 0;
     static char want[MAX_RECORD];
-    memcpy(want, HDR, strlen(HDR));
-    memset(want + strlen(HDR), 'q', MAX_RECORD - strlen(HDR));
+    size_t hl = strlen(HDR);
+    memcpy(want, HDR, hl);
+    memset(want + hl, 'q', MAX_RECORD - hl);
     syslog(LOG_INFO, "%s", big);
     expect(want, MAX_RECORD, FIPS_REC_TRUNC);
     syslog(LOG_INFO, "%.*s", (int)strlen(big), big);
-    expect(want, MAX_RECORD, FIPS_REC_TRUNC);
+    expect(want, 8191, FIPS_REC_TRUNC);
+    /* 10 000 bytes: whole through the fast path */
+    big[10000] = 0;
+    syslog(LOG_INFO, "%s", big);
+    expect(want, hl + 10000, 0);
     /* exactly max_record: not cut */
-    big[MAX_RECORD - strlen(HDR)] = 0;
+    memset(big, 'q', sizeof big - 1);
+    big[MAX_RECORD - hl] = 0;
     syslog(LOG_INFO, "%s", big);
     expect(want, MAX_RECORD, 0);
+}
+
+/* LOG_PID, idents around the fast path's limit, errno kept. */
+static void t_ident_pid_errno(void)
+{
+    char want[600];
+    openlog("t", LOG_PID, LOG_USER);
+    syslog(LOG_INFO, "%s", "p");
+    snprintf(want, sizeof want, "<14>t[%d]: p", (int)getpid());
+    expect_str(want);
+    static char ident[300];
+    for (size_t len = 255; len <= 258; len++) { /* 256: fast path; 257: general */
+        memset(ident, 'i', len);
+        ident[len] = 0;
+        openlog(ident, 0, LOG_USER);
+        syslog(LOG_INFO, "%s", "m");
+        snprintf(want, sizeof want, "<14>%s: m", ident);
+        expect_str(want);
+    }
+    openlog("t", 0, LOG_USER);
+    errno = EIO;
+    syslog(LOG_INFO, "%s", "e");
+    CHECK_EQ(errno, EIO);
+    expect_str(HDR "e");
 }
 
 /* Control bytes and an ESC are carried as they are (escaped only when shown). */
@@ -181,6 +214,7 @@ int main(void)
     RUN(t_general_format);
     RUN(t_percent_n);
     RUN(t_truncation);
+    RUN(t_ident_pid_errno);
     RUN(t_control_bytes);
     RUN(t_threads);
     closelog();

@@ -364,6 +364,39 @@ def test_backends_probe_fixture_tree(tmp_path: Path) -> None:
     assert math.isnan(derive_backends(None, a).files[0].bytes_per_s)
 
 
+def test_fd_scan_is_reused_but_never_stale(tmp_path: Path) -> None:
+    """The /proc fd scan is kept between polls (it was most of a poll's
+    cost); a new process forces a new one, and an fd reused for another file
+    is never reported as a reader of the watched one."""
+    proc = tmp_path / "proc"
+    logdir = tmp_path / "var" / "log"
+    logdir.mkdir(parents=True)
+    auth, other = logdir / "auth.log", logdir / "other.log"
+    auth.write_bytes(b"line\n" * 20)
+    other.write_bytes(b"o" * 5000)
+    make_proc(proc, 300, "fail2ban-server", {6: (str(auth), 10, 0)})
+    cfg = BackendsConfig(files=(str(auth),), journald=False, discover=False)
+    p = BackendsProbe(cfg, procfs_root=str(proc), diag=lambda: {}, audit_query=lambda: [],
+                      dev_log=str(tmp_path / "nolog"))
+    assert [r.pid for r in p.sample().files[0].readers] == [300]
+    scanned = p._scan[0]
+    p.sample()
+    assert p._scan[0] == scanned  # same processes, within RESCAN_S: not scanned again
+    # a new process reading the file: the pid set changed, so it shows at once
+    make_proc(proc, 301, "tail", {3: (str(auth), 100, 0)})
+    assert [r.pid for r in p.sample().files[0].readers] == [300, 301]
+    assert p._scan[0] != scanned
+    scanned = p._scan[0]
+    # pid 300 closes fd 6 and reuses it for another file, within the cached scan
+    make_proc(proc, 300, "fail2ban-server", {6: (str(other), 4000, 0)})
+    s = p.sample()
+    assert p._scan[0] == scanned
+    assert [(r.pid, r.open_now) for r in s.files[0].readers] == [(300, False), (301, True)]
+    assert all(r.lag_bytes != 1000 for r in s.files[0].readers)  # never the other file's figures
+    p.sample()
+    assert p._scan[0] != scanned  # the mismatch forced a new scan
+
+
 def test_hostile_names_escaped(tmp_path: Path) -> None:
     log = tmp_path / "evil\x1b[31m.log"
     log.write_bytes(b"x\n")
