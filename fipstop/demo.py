@@ -218,9 +218,11 @@ def slow_consumer_main(domain: str, shm_dir: str, sleep_ms: float) -> int:
     """Reads 64 records, sleeps, again: a consumer that cannot keep up."""
     from fipstop._fips import Consumer, Domain
 
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    from fipstop.sigflag import SignalFlag
+
+    stop = SignalFlag()  # not a threading.Event: set from a signal handler
+    signal.signal(signal.SIGTERM, stop.set)
+    signal.signal(signal.SIGINT, stop.set)
     with Domain(domain, shm_dir, create=False) as dom:
         cons = Consumer(dom, "slow-archiver")
         while not stop.is_set():

@@ -17,7 +17,6 @@ import argparse
 import math
 import signal
 import sys
-import threading
 import time
 from typing import Any
 
@@ -130,13 +129,11 @@ def run(args: argparse.Namespace) -> int:
         raise FipsError(f"--duration {args.duration:g}: give a positive number of seconds")
     source = LiveSource(live_probes(args), args.interval)
     writer = RecordingWriter(args.output, interval_s=args.interval, host=socket.gethostname())
-    stop = threading.Event()
+    from fipstop.sigflag import SignalFlag
+
+    stop = SignalFlag()  # not a threading.Event: set from a signal handler
     marker = Marker()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        stop.set()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, stop.set) for s in (signal.SIGINT, signal.SIGTERM)}
     t0 = time.monotonic()
     deadline = t0 + args.duration if args.duration else math.inf
     next_t = t0

@@ -359,8 +359,10 @@ def _naive_main(argv: list[str]) -> int:
                      .encode())
     dom = _fips.Domain(ns.domain, None, create=False)
     cons = _fips.Consumer(dom, f"naive-{os.getpid()}")
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    from fipstop.sigflag import SignalFlag
+
+    stop = SignalFlag()  # not a threading.Event: set from a signal handler
+    signal.signal(signal.SIGTERM, stop.set)
     state: dict[bytes, list[int]] = {}
     banned: set[bytes] = set()
     reaction: list[float] = []

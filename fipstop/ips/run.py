@@ -23,6 +23,7 @@ import threading
 import time
 from collections import deque
 
+from fipstop.sigflag import SignalFlag
 from fipstop.errors import FipsError
 from fipstop.ips.actions import OK, BanJob, make_action
 from fipstop.ips.jails import JailSpec, compile_jail, select_jails
@@ -357,7 +358,8 @@ class Ips:
             self.engine.stop()
             self.pub.close()
             raise FipsError(f"ips: {exc}") from None
-        self.stop = threading.Event()
+        self.stop = threading.Event()  # the readers' and the main loop's stop
+        self.term = SignalFlag()  # SIGTERM/SIGINT: a signal handler may not set an Event
         self.error: str | None = None
         self.lock = threading.Lock()
         self.records = self.bytes = self.lost = 0
@@ -467,8 +469,8 @@ class Ips:
                  f"{', '.join(escape_text(s.name) for s in self.specs)}; action {self.action.name}; "
                  f"{self.args.readers} readers")
         try:
-            while not self.stop.is_set():
-                self.stop.wait(0.02)
+            while not self.stop.is_set() and not self.term.is_set():
+                time.sleep(0.02)
                 self.engine.tick()
                 now = time.monotonic()
                 if now >= next_stats:
@@ -517,9 +519,7 @@ def run_ips(args) -> int:
     gc.collect()
     gc.freeze()
 
-    def _term(*_: object) -> None:
-        ips.stop.set()
-
-    signal.signal(signal.SIGTERM, _term)
-    signal.signal(signal.SIGINT, _term)
+    # never ips.stop.set() here: see fipstop.sigflag
+    signal.signal(signal.SIGTERM, ips.term.set)
+    signal.signal(signal.SIGINT, ips.term.set)
     return ips.run()
