@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import select
-import signal
 import statistics
 import subprocess
 from pathlib import Path
@@ -62,7 +61,7 @@ def measure(shm: Path, shim: Path, nullsyslog: Path, drain: Path, named_us_per_q
     _fips.Domain(domain, str(shm), create=True, ring_capacity=RING_CAPACITY).close()
     dr = subprocess.Popen([str(drain), str(shm), domain, "shimcall", "query: "], stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    drained = ""
+    consumer = None
     try:
         assert dr.stdout is not None
         ready = dr.stdout.readline() if select.select([dr.stdout], [], [], 15)[0] else ""
@@ -73,13 +72,9 @@ def measure(shm: Path, shim: Path, nullsyslog: Path, drain: Path, named_us_per_q
         run = subprocess.run([str(binary), str(shim), str(nullsyslog), str(CALLS), str(pairs), str(WORK_KIB),
                               str(WARMUP_CALLS)], capture_output=True, text=True, timeout=600, env=env)
     finally:
-        if dr.poll() is None:
-            dr.send_signal(signal.SIGTERM)
-        try:
-            drained, _ = dr.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            dr.kill()
-            dr.communicate()
+        from fipstop.bench.bind import Bench
+
+        consumer = Bench._stop_drain(dr)  # SIGTERM, its last JSON line
     if run.returncode != 0:
         return {**out, "status": "error", "reason": (run.stderr.strip().splitlines() or ["?"])[-1][:240]}
     null_ns, fips_ns, shim_dropped = [], [], None
@@ -107,7 +102,7 @@ def measure(shm: Path, shim: Path, nullsyslog: Path, drain: Path, named_us_per_q
         noop_ns_per_call_median=round(statistics.median(null_ns), 1),
         shim_ns_per_call_median=round(statistics.median(fips_ns), 1),
         shim_dropped_no_domain=shim_dropped,
-        consumer=_last_json(drained),
+        consumer=consumer,
     )
     out["ring"] = {"records_committed": sum(int(r.records_committed) for r in rings),
                    "records_dropped": sum(int(r.records_dropped) for r in rings)}
@@ -125,14 +120,3 @@ def measure(shm: Path, shim: Path, nullsyslog: Path, drain: Path, named_us_per_q
                                        round(us / (us + max(0.0, m - half) / 1000), 4)]
     return out
 
-
-def _last_json(text: str) -> dict[str, Any] | None:
-    import json
-
-    for line in reversed((text or "").splitlines()):
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                return None
-    return None
