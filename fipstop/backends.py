@@ -40,7 +40,7 @@ from fipstop.probes.netlink import NetlinkError, permission_reason
 from fipstop.probes.netsyslog import NetSyslogProbe, NetSyslogSample, UdpSocket
 from fipstop.probes.rsyslog_stats import RsyslogStatsProbe, RsyslogStatsSample
 from fipstop.probes.unixsock import BlockedSender, Holder, UnixSocketProbe, UnixSocketSample, comm_of, \
-    fd_targets, pids, socket_inode, unix_diag
+    fds_by_path, fds_by_socket, pids, scan_fds, unix_diag
 
 DISCOVER_COMMS = ("rsyslogd", "fail2ban-server", "crowdsec", "syslog-ng", "promtail")
 DISCOVER_UNDER = "/var/log/"
@@ -65,38 +65,6 @@ class BackendsSample:
 # ---------------------------------------------------------------------------
 # sampling
 # ---------------------------------------------------------------------------
-
-
-def scan_fds(procfs_root: str) -> tuple[dict[int, dict[int, str]], int]:
-    """pid -> {fd: link target} for every readable process; and how many were skipped."""
-    out, skipped = {}, 0
-    for pid in pids(procfs_root):
-        t = fd_targets(procfs_root, pid)
-        if t is None:
-            skipped += 1
-        else:
-            out[pid] = t
-    return out, skipped
-
-
-def _by_socket(scan: Mapping[int, Mapping[int, str]]) -> dict[int, list[tuple[int, int]]]:
-    out: dict[int, list[tuple[int, int]]] = {}
-    for pid, fds in scan.items():
-        for fd, t in fds.items():
-            ino = socket_inode(t)
-            if ino:
-                out.setdefault(ino, []).append((pid, fd))
-    return out
-
-
-def _by_path(scan: Mapping[int, Mapping[int, str]]) -> dict[str, list[tuple[int, int]]]:
-    out: dict[str, list[tuple[int, int]]] = {}
-    for pid, fds in scan.items():
-        for fd, t in fds.items():
-            if t.startswith("/"):
-                key = t[:-10] if t.endswith(" (deleted)") else t
-                out.setdefault(key, []).append((pid, fd))
-    return out
 
 
 class BackendsProbe:
@@ -157,7 +125,7 @@ class BackendsProbe:
             self._discover_files(scan, notes)
         for f in self._files.values():
             f.scan_stale = False
-        self._scan = (now, live, skipped, _by_socket(scan), _by_path(scan))
+        self._scan = (now, live, skipped, fds_by_socket(scan), fds_by_path(scan))
 
     def _sample_sockets(self, paths: list[str], diag) -> tuple[UnixSocketSample, ...]:
         by_sock = (self._scan[3], self._scan[2])
@@ -202,7 +170,7 @@ class BackendsProbe:
         by_sock = (socket_holders, skipped)
         by_path = (path_holders, skipped)
         files = tuple(p.sample(by_path) for p in self._files.values())
-        jd = self._journald.sample(by_sock, diag) if self._journald is not None else None
+        jd = self._journald.sample(by_sock, diag, live) if self._journald is not None else None
         return BackendsSample(
             now, files, socks, self._net.sample(by_sock), jd,
             self._audit.sample() if self._audit is not None else None,

@@ -72,9 +72,11 @@ class JournaldProbe:
         self._pids: frozenset[int] | None = None  # the processes at the last search
         self._pid = 0
 
-    def _find(self) -> int:
-        """find_journald, searched again only when the set of processes changed."""
-        live = frozenset(pids(self.procfs_root))
+    def _find(self, live: frozenset[int] | None = None) -> int:
+        """find_journald, searched again only when the set of processes
+        (``live``, listed here when not given) changed."""
+        if live is None:
+            live = frozenset(pids(self.procfs_root))
         if live != self._pids:
             self._pids, self._pid = live, find_journald(self.procfs_root)
         return self._pid
@@ -83,9 +85,10 @@ class JournaldProbe:
         pid = find_journald(self.procfs_root)
         return (True, "") if pid else (False, "systemd-journald is not running")
 
-    def sample(self, fd_scan=None, diag=None) -> JournaldSample:
+    def sample(self, fd_scan=None, diag=None, live: frozenset[int] | None = None) -> JournaldSample:
+        """``fd_scan``/``diag``/``live``: what BackendsProbe already read this poll."""
         now = time.monotonic_ns()
-        pid = self._find()
+        pid = self._find(live)
         if not pid:
             return JournaldSample(False, "not running", taken_mono_ns=now)
         socks = tuple(UnixSocketProbe(p, procfs_root=self.procfs_root).sample(fd_scan, diag)

@@ -77,21 +77,11 @@ def parse_fdinfo(text: str) -> tuple[int, int] | None:
 def scan_path_fds(procfs_root: str, paths: set[str]) -> tuple[dict[str, list[tuple[int, int]]], int]:
     """path -> [(pid, fd)] of processes with it open (also "PATH (deleted)");
     and the number of processes that vanished or could not be read."""
-    from fipstop.probes.unixsock import fd_targets, pids
+    from fipstop.probes.unixsock import fds_by_path, scan_fds
 
-    want = set(paths) | {p + " (deleted)" for p in paths}
-    out: dict[str, list[tuple[int, int]]] = {}
-    skipped = 0
-    for pid in pids(procfs_root):
-        t = fd_targets(procfs_root, pid)
-        if t is None:
-            skipped += 1
-            continue
-        for fd, target in t.items():
-            if target in want:
-                key = target[:-10] if target.endswith(" (deleted)") else target
-                out.setdefault(key, []).append((pid, fd))
-    return out, skipped
+    scan, skipped = scan_fds(procfs_root)
+    by_path = fds_by_path(scan)
+    return {p: by_path[p] for p in paths if p in by_path}, skipped
 
 
 def count_newlines(path: str, start: int, end: int, limit: int) -> tuple[int, int]:

@@ -214,20 +214,46 @@ def socket_inode(target: str) -> int:
     return 0
 
 
-def scan_socket_fds(procfs_root: str) -> tuple[dict[int, list[tuple[int, int]]], int]:
-    """socket inode -> [(pid, fd)] over every process; and how many were skipped."""
-    out: dict[int, list[tuple[int, int]]] = {}
-    skipped = 0
+def scan_fds(procfs_root: str) -> tuple[dict[int, dict[int, str]], int]:
+    """pid -> {fd: link target} for every readable process; and how many were
+    skipped (vanished or not permitted).  The one scan of /proc/*/fd: the
+    keyings below serve sockets and files from it."""
+    out, skipped = {}, 0
     for pid in pids(procfs_root):
         t = fd_targets(procfs_root, pid)
         if t is None:
             skipped += 1
-            continue
-        for fd, target in t.items():
-            ino = socket_inode(target)
+        else:
+            out[pid] = t
+    return out, skipped
+
+
+def fds_by_socket(scan: Mapping[int, Mapping[int, str]]) -> dict[int, list[tuple[int, int]]]:
+    """socket inode -> [(pid, fd)] of a scan_fds result."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for pid, fds in scan.items():
+        for fd, t in fds.items():
+            ino = socket_inode(t)
             if ino:
                 out.setdefault(ino, []).append((pid, fd))
-    return out, skipped
+    return out
+
+
+def fds_by_path(scan: Mapping[int, Mapping[int, str]]) -> dict[str, list[tuple[int, int]]]:
+    """path -> [(pid, fd)] of a scan_fds result ("PATH (deleted)" under PATH)."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for pid, fds in scan.items():
+        for fd, t in fds.items():
+            if t.startswith("/"):
+                key = t[:-10] if t.endswith(" (deleted)") else t
+                out.setdefault(key, []).append((pid, fd))
+    return out
+
+
+def scan_socket_fds(procfs_root: str) -> tuple[dict[int, list[tuple[int, int]]], int]:
+    """socket inode -> [(pid, fd)] over every process; and how many were skipped."""
+    scan, skipped = scan_fds(procfs_root)
+    return fds_by_socket(scan), skipped
 
 
 def parse_syscall_line(text: str) -> tuple[int, int] | None:

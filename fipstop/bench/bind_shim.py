@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fipstop.bench.cbuild import build_c
+from fipstop.bench.results import mean_ci
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIMCALL_SRC = REPO_ROOT / "bench" / "bind" / "shimcall.c"
@@ -31,11 +32,6 @@ PAIRS = 60
 WORK_KIB = 256        # other memory read between two calls (named's work between two log lines)
 RING_CAPACITY = 1 << 22
 WARMUP_CALLS = 60_000  # > one lap of the ring: its pages faulted in
-
-
-def _t95(n: int) -> float:
-    return {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}.get(
-        n - 1, 2.0 if n > 30 else 2.1)
 
 
 def measure(shm: Path, shim: Path, nullsyslog: Path, drain: Path, named_us_per_query: float | None,
@@ -95,8 +91,8 @@ def measure(shm: Path, shim: Path, nullsyslog: Path, drain: Path, named_us_per_q
     except OSError:
         pass
     diff = [f - n for n, f in zip(null_ns, fips_ns)]
-    m = statistics.mean(diff)
-    half = _t95(len(diff)) * statistics.stdev(diff) / len(diff) ** 0.5
+    m, lo, hi = mean_ci(diff)
+    half = m - lo
     out.update(
         cost_ns_per_call=round(m, 1), cost_ns_ci95=[round(m - half, 1), round(m + half, 1)],
         noop_ns_per_call_median=round(statistics.median(null_ns), 1),

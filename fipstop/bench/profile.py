@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from fipstop.bench.cbuild import build_c
-from fipstop.bench.results import machine_info, publish
+from fipstop.bench.results import machine_info, publish, t975
 
 SCHEMA = 1
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -123,20 +123,6 @@ def _log(msg: str) -> None:
 # --------------------------------------------------------------------------- #
 # statistics
 # --------------------------------------------------------------------------- #
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-         10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
-
-
-def t975(df: int) -> float:
-    if df <= 0:
-        return float("nan")
-    keys = sorted(_T975)
-    for k in keys:
-        if df <= k:
-            return _T975[k]
-    return 1.96
-
-
 def ratio_stats(ratios: list[float]) -> dict[str, Any]:
     """Mean with a 95 % t-interval, median; drops in percent (1 - ratio)."""
     n = len(ratios)

@@ -1,4 +1,5 @@
-"""Where benchmark results go, shared by every ``fipstop bench`` command.
+"""Where benchmark results go, shared by every ``fipstop bench`` command, and
+the one t-interval they report.
 
 Each run writes one JSON document: to ``--out`` when given, else to
 ``bench/results/<kind>-<UTC stamp>.json`` and ``<kind>-latest.json`` in the
@@ -8,9 +9,11 @@ repository, so a committed result always carries the command that made it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import socket
+import statistics
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -87,3 +90,27 @@ def output_line(text: str, limit: int = 300) -> str:
     lines joined by `` | ``, cut to ``limit`` characters, for a result's
     "reason" field."""
     return " | ".join(ln.strip() for ln in text.splitlines() if ln.strip())[:limit]
+
+
+# 97.5 % quantiles of Student's t by degrees of freedom (a df between two keys
+# takes the next key's, the conservative side); 1.96 beyond 30.
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+         10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def t975(df: int) -> float:
+    if df <= 0:
+        return float("nan")
+    for k in sorted(_T975):
+        if df <= k:
+            return _T975[k]
+    return 1.96
+
+
+def mean_ci(values: list[float]) -> tuple[float, float, float]:
+    """Mean and its 95 % t-interval; one value decides nothing (-inf, inf)."""
+    m = statistics.fmean(values)
+    if len(values) < 2:
+        return m, float("-inf"), float("inf")
+    half = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return m, m - half, m + half

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from fipstop.errors import exc_line
-from fipstop.bench.results import publish
+from fipstop.bench.results import mean_ci, publish  # mean_ci: the A/B's interval
 
 SCHEMA = 1
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -397,21 +397,6 @@ def _readline(proc: subprocess.Popen, timeout: float) -> str | None:
         return proc.stdout.readline() if sel.select(timeout) else None
     finally:
         sel.close()
-
-
-def mean_ci(values: list[float]) -> tuple[float, float, float]:
-    """Mean and its 95 % t-interval.  The mean, not the median: the app's cost
-    comes in bursts (one poll a second), so most runs see none of it and a
-    median would report only those."""
-    import math
-
-    m = statistics.mean(values)
-    if len(values) < 2:
-        return m, float("-inf"), float("inf")  # one pair decides nothing
-    t95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}.get(
-        len(values) - 1, 2.0 if len(values) > 30 else 2.1)
-    half = t95 * statistics.stdev(values) / math.sqrt(len(values))
-    return m, m - half, m + half
 
 
 def _producer_ab(pairs: int, interval: float, pty: bool) -> dict[str, Any]:
