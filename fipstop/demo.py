@@ -379,7 +379,19 @@ class Demo:
             if self.procs.get("ips") and self.procs["ips"].poll() is not None:
                 break
             time.sleep(0.1)
-        time.sleep(1.2)  # one more stats write and the last ban events
+        # the IPS writes its stats about once a second: wait for a write that
+        # counts every committed record, and for every ban event it published
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.procs.get("ips") and self.procs["ips"].poll() is not None:
+                break
+            st, ring = self.ips_stats(), self.ring_totals()
+            c = self.collector
+            seen = (c.bans + c.unbans + c.failed + c.bad) if c is not None else 0
+            if (st.get("records", -1) >= ring.get("records_committed", 0)
+                    and seen + st.get("events_dropped", 0) >= st.get("events_published", 0)):
+                break
+            time.sleep(0.1)
 
     def stop_all(self) -> None:
         for name in ("slow", "ips", "producer"):

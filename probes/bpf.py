@@ -24,7 +24,9 @@ function tracer or hardware PMU; see DESIGN.md) and how it is used:
   waits, counts scaled);
 - off-CPU periods (and so lock waits) are followed 1 in ``OFF_SAMPLE`` times
   and their sums scaled back: following every switch took ~9 % of a
-  contended producer's throughput (``fipstop bench profile``);
+  contended producer's throughput (``fipstop bench profile``).  A target
+  that blocks rarely but long (a few 50 ms waits a second) is better
+  followed every time: ``BpfProfiler(pid, off_sample=1)``;
 - perf software ``cpu-clock`` at ``oncpu_hz`` on every CPU: on-CPU samples.
 
 The program is compiled once per profiler in :meth:`BpfProfiler.start`
@@ -322,10 +324,12 @@ def text_ranges(maps_text: str, limit: int) -> tuple[list[tuple[int, int]], int]
     return merged, dropped
 
 
-def read_maps(bpf) -> tuple[list[OffRow], list[OffRow], list[FutexRow], list[WakeRow], dict[str, int]]:
+def read_maps(bpf, off_sample: int = OFF_SAMPLE
+              ) -> tuple[list[OffRow], list[OffRow], list[FutexRow], list[WakeRow], dict[str, int]]:
     """Read and delete every aggregation map of a loaded program (batch
     lookup-and-delete where the kernel has it, so nothing counted between
-    the read and the delete is lost); the error counters are read and zeroed."""
+    the read and the delete is lost); the error counters are read and zeroed.
+    Off-CPU sums are scaled by ``off_sample``, the program's sampling."""
 
     def drain(name: bytes):
         table = bpf[name]
@@ -346,14 +350,14 @@ def read_maps(bpf) -> tuple[list[OffRow], list[OffRow], list[FutexRow], list[Wak
     def scan(k) -> tuple[int, ...]:
         return tuple(int(a) for a in k.scan.ip if a)
 
-    # off-CPU periods and lock waits are followed 1 in OFF_SAMPLE times: scale the sums back
-    off = [OffRow(k.tid, k.ustack, k.kstack, int(k.runnable), num(v) * OFF_SAMPLE, scan(k))
+    # off-CPU periods and lock waits are followed 1 in off_sample times: scale the sums back
+    off = [OffRow(k.tid, k.ustack, k.kstack, int(k.runnable), num(v) * off_sample, scan(k))
            for k, v in drain(b"offcpu")]
     on = [OffRow(k.tid, k.ustack, k.kstack, False, num(v), scan(k)) for k, v in drain(b"oncpu")]
-    fx = [FutexRow(k.uaddr, k.tid, k.ustack, int(v.wait_ns) * OFF_SAMPLE, int(v.waits) * OFF_SAMPLE, k.kind == 3,
+    fx = [FutexRow(k.uaddr, k.tid, k.ustack, int(v.wait_ns) * off_sample, int(v.waits) * off_sample, k.kind == 3,
                    scan(k)) for k, v in drain(b"futex")]
-    # a wake-up is seen only for a followed wait (1 in OFF_SAMPLE), then kept 1 in WAKE_SAMPLE
-    wk = [WakeRow(k.uaddr, k.tid, k.ustack, num(v) * WAKE_SAMPLE * OFF_SAMPLE, scan(k)) for k, v in drain(b"wakes")]
+    # a wake-up is seen only for a followed wait (1 in off_sample), then kept 1 in WAKE_SAMPLE
+    wk = [WakeRow(k.uaddr, k.tid, k.ustack, num(v) * WAKE_SAMPLE * off_sample, scan(k)) for k, v in drain(b"wakes")]
     errs: dict[str, int] = {}
     table = bpf[b"errors"]
     for i, name in enumerate(ERRORS):
@@ -431,10 +435,14 @@ class BpfProfiler:
     name = "bpf"
 
     def __init__(self, pid: int, *, oncpu_hz: float = 49.0, offcpu_min_us: int = 1,
-                 kernel_source: str | None = None) -> None:
+                 kernel_source: str | None = None, off_sample: int = OFF_SAMPLE) -> None:
         self.pid = int(pid)
         self.oncpu_hz = float(oncpu_hz)
         self.offcpu_min_us = int(offcpu_min_us)
+        # 1 in off_sample off-CPU periods followed: 1 makes long, rare waits
+        # exact (an estimate from a few followed periods is noisy) at ~9 %
+        # of a switch-heavy target's throughput
+        self.off_sample = int(off_sample)
         self.kernel_source = kernel_source
         self.state = "idle"  # idle | compiling | running | failed | closed
         self.reason = ""
@@ -549,7 +557,8 @@ class BpfProfiler:
             ok, where = tracing_status()
             if ok:
                 bcc.TRACEFS = where
-        text = program_text(self.pid, min_ns=self.offcpu_min_us * 1000, stacks=STACKS, threads=THREADS, keys=KEYS)
+        text = program_text(self.pid, min_ns=self.offcpu_min_us * 1000, stacks=STACKS, threads=THREADS, keys=KEYS,
+                            off_sample=self.off_sample)
         env_src = self.kernel_source or self._kh_env
         old_env = os.environ.get("BCC_KERNEL_SOURCE")
         errfile = tempfile.TemporaryFile()
@@ -584,7 +593,7 @@ class BpfProfiler:
             except Exception as exc:
                 self.notes.append(f"on-CPU sampling off: cpu-clock perf event failed ({exc})")
         self._load_ranges(_read(f"/proc/{self.pid}/maps"))
-        read_maps(self._bpf)  # drop what was counted before the text ranges were known
+        read_maps(self._bpf, self.off_sample)  # drop what was counted before the text ranges were known
         self._last_ns = time.monotonic_ns()
         self.state = "running"
 
@@ -629,7 +638,7 @@ class BpfProfiler:
 
     def _sample(self, now: int) -> ProfileSample:
         bpf = self._bpf
-        off, on, fx, wk, errs = read_maps(bpf)
+        off, on, fx, wk, errs = read_maps(bpf, self.off_sample)
         alive = Path(f"/proc/{self.pid}").exists()
         maps_text = _read(f"/proc/{self.pid}/maps") if alive else ""
         resolve = self._resolver(bpf)

@@ -433,14 +433,18 @@ SCAN_WORDS = 32    # user stack words scanned (256 bytes above the stack pointer
 NRANGES = 64       # text mappings of the target (a power of two)
 
 
-def program_text(tgid: int, *, min_ns: int, stacks: int, threads: int, keys: int) -> str:
+def program_text(tgid: int, *, min_ns: int, stacks: int, threads: int, keys: int,
+                 off_sample: int = OFF_SAMPLE) -> str:
     """The C text for one target process (its tgid is a compile-time
-    constant so the filter is one compare)."""
+    constant so the filter is one compare); ``off_sample``: follow 1 in that
+    many off-CPU periods (a power of two)."""
     if tgid <= 0:
         raise ValueError(f"bad tgid {tgid}")
+    if off_sample < 1 or off_sample & (off_sample - 1):
+        raise ValueError(f"off_sample must be a power of two, not {off_sample}")
     text = TEMPLATE % {"err_enum": ", ".join(f"ERR_{e}" for e in ERRORS)}
     for k, v in (("__TGID__", tgid), ("__MIN_NS__", max(0, int(min_ns))), ("__STACKS__", stacks),
                  ("__THREADS__", threads), ("__KEYS__", keys), ("__RUNNABLE_MASK__", RUNNABLE_MASK),
-                 ("__NSCAN__", NSCAN), ("__CACHE_NS__", CACHE_NS), ("__WAKE_SAMPLE__", WAKE_SAMPLE), ("__OFF_SAMPLE__", OFF_SAMPLE), ("__NR_FUTEX__", NR_FUTEX), ("__STACK_DEPTH__", STACK_DEPTH), ("__USTACK_DEPTH__", USTACK_DEPTH), ("__SCAN_WORDS__", SCAN_WORDS), ("__NRANGES__", NRANGES)):
+                 ("__NSCAN__", NSCAN), ("__CACHE_NS__", CACHE_NS), ("__WAKE_SAMPLE__", WAKE_SAMPLE), ("__OFF_SAMPLE__", off_sample), ("__NR_FUTEX__", NR_FUTEX), ("__STACK_DEPTH__", STACK_DEPTH), ("__USTACK_DEPTH__", USTACK_DEPTH), ("__SCAN_WORDS__", SCAN_WORDS), ("__NRANGES__", NRANGES)):
         text = text.replace(k, str(int(v)))
     return text

@@ -1319,7 +1319,7 @@ static void t_block_mode(void)
     o.max_rings = 2;
     o.ring_capacity = 4096;
     o.max_record = 500;
-    o.block_us = 50000;                    /* 50 ms */
+    o.block_us = 400000;                   /* 400 ms: the drain below has 380 ms to start, even under TSan */
     fips_domain *d = NULL;
     REQUIRE_RC(fips_domain_open(&d, t_dir, name, &o), 0);
     fips_consumer *c = cons_open(d, "c");
@@ -1331,12 +1331,12 @@ static void t_block_mode(void)
         n++;
     uint64_t waited = t_mono_ns() - t0;
     CHECK_EQ(n, 32);
-    CHECK(waited >= 45000000ull);          /* the failing call blocked first */
+    CHECK(waited >= 395000000ull);         /* the failing call blocked first */
     snap_t sn;
     REQUIRE(snap_open(&sn, name) == 0);
     snap_take(&sn);
     int ring = fips_producer_ring(d);
-    CHECK(RING(&sn, ring)->blocked_ns >= 45000000ull);
+    CHECK(RING(&sn, ring)->blocked_ns >= 395000000ull);
     CHECK_EQ(RING(&sn, ring)->records_dropped, 1);
     /* Space appears 20 ms into the wait: the record gets in, no drop.  This
      * is also the first call after a drop. */

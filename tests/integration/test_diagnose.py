@@ -79,7 +79,7 @@ def top(doc: dict) -> dict:
 
 
 def test_healthy_yields_no_finding(actors: Actors, shm_dir: Path) -> None:
-    actors.produce(2000)
+    actors.produce(2000, ring=1 << 22)  # ~17 s of records: a stalled reader on a loaded machine drops none
     actors.consume("ips", "fast")
     time.sleep(0.5)
     doc = run_diagnose(shm_dir, "--no-profile")
@@ -214,7 +214,7 @@ def test_bans_behind_the_attack() -> None:
 
 
 def test_vanishing_process_is_reported_not_fatal(actors: Actors, shm_dir: Path) -> None:
-    actors.produce(2000)
+    actors.produce(2000, ring=1 << 22)  # ~17 s of records: a stalled reader on a loaded machine drops none
     p = actors.consume("brief", "fast", seconds=1.0)
     doc = run_diagnose(shm_dir, duration=2.5)  # the consumer exits while it is being profiled
     assert p.wait(timeout=10) == 0

@@ -78,7 +78,7 @@ def test_nft_set_element_appears_and_expires(netns: str, shm_dir: Path, tmp_path
     host_before = subprocess.run([NFT, "list", "tables"], capture_output=True, text=True).stdout
     with _fips.Domain("app", shm_dir, ring_capacity=1 << 16, max_record=512) as d:
         p = _fips.Producer(d)
-        proc = start_ips(netns, shm_dir, stats, "--bantime", "2")
+        proc = start_ips(netns, shm_dir, stats, "--bantime", "6")  # outlives the checks below on a slow machine
         try:
             assert wait(lambda: stats.exists(), 15), proc.stderr.read() if proc.poll() is not None else "no stats"
             # the IPS created table, sets and the drop chain inside the namespace only
@@ -94,8 +94,8 @@ def test_nft_set_element_appears_and_expires(netns: str, shm_dir: Path, tmp_path
                                      capture_output=True, text=True).stdout
             assert "ip saddr @banned drop" in ruleset and "ip6 saddr @banned6 drop" in ruleset
             # the kernel removes the element after bantime; the IPS publishes the unban
-            assert wait(lambda: "198.51.100.7" not in nft_set(netns, "inet", "fipstop", "banned"), 10)
-            assert wait(lambda: read_stats(stats).unbans == 2, 10)
+            assert wait(lambda: "198.51.100.7" not in nft_set(netns, "inet", "fipstop", "banned"), 20)
+            assert wait(lambda: read_stats(stats).unbans == 2, 15)
         finally:
             err = stop(proc)
     s = read_stats(stats)

@@ -35,7 +35,10 @@ class Contend:
     """The running program: ``pid`` and the mutex's ``lock`` address."""
 
     def __init__(self, binary: Path, seconds: int = 30, argv_prefix: tuple[str, ...] = ()) -> None:
-        self.proc = subprocess.Popen([*argv_prefix, str(binary), str(THREADS), str(seconds)],
+        # 200 us spin + 1 ms sleep under the lock, 300 us outside: long enough
+        # for a woken waiter to take the lock before the releaser comes back
+        # (with a shorter gap one thread can barge in again and again)
+        self.proc = subprocess.Popen([*argv_prefix, str(binary), str(THREADS), str(seconds), "200", "1000", "300"],
                                      stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().split()  # pid P lock 0x... threads N
         assert line[:1] == ["pid"], line

@@ -6,6 +6,8 @@ and look at the new pictures (``scripts/screenshots.py`` makes PNGs).
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from fipstop import fixtures
@@ -17,12 +19,21 @@ from uihelpers import make_app, wait_frames
 pytest.importorskip("pytest_textual_snapshot", reason="pytest-textual-snapshot is not installed")
 
 
-def _run_before(keys=()):
+def _run_before(keys=(), until=None):
+    """Press ``keys``; then, with ``until``, wait (up to 10 s) for
+    ``until(app)``: a worker's result (the ring detail's message tap) must be
+    on screen however slow the machine."""
+
     async def run_before(pilot) -> None:
         await wait_frames(pilot, pilot.app)
         for k in keys:
             await pilot.press(k)
             await pilot.pause(0.05)
+        if until is not None:
+            deadline = time.monotonic() + 10
+            while not until(pilot.app):
+                assert time.monotonic() < deadline, "the awaited result never arrived"
+                await pilot.pause(0.05)
         await pilot.pause(0.1)
 
     return run_before
@@ -35,7 +46,7 @@ def test_overview(snap_compare, size) -> None:
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 60)])
 def test_ring_detail(snap_compare, size) -> None:
-    assert snap_compare(make_app(), terminal_size=size, run_before=_run_before(["enter"]))
+    assert snap_compare(make_app(), terminal_size=size, run_before=_run_before(["enter"], until=lambda app: app.last_tap is not None))
 
 
 def test_consumer_detail(snap_compare) -> None:

@@ -19,7 +19,7 @@ CREATE TABLE bips(ip TEXT NOT NULL, jail TEXT NOT NULL, timeofban INTEGER NOT NU
 
 
 def bind_line(t: float, ip: str) -> str:
-    ms = int(round((t % 1) * 1000))
+    ms = int((t % 1) * 1000)  # never 1000
     return time.strftime("%d-%b-%Y %H:%M:%S", time.localtime(t)) + f".{ms:03d} client @0x7f3a2c0 {ip}#5353 " \
         f"(example.com): query (cache) 'example.com/A/IN' denied"
 

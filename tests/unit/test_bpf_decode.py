@@ -4,6 +4,8 @@ no root."""
 
 from __future__ import annotations
 
+import pytest
+
 from fipstop.probes.bpf import (
     PREEMPTED_FRAME,
     WOKEN_FRAME,
@@ -20,7 +22,7 @@ from fipstop.probes.bpf import (
     merge_frames,
     region_of,
 )
-from fipstop.probes.bpf_program import ERRORS, program_text
+from fipstop.probes.bpf_program import ERRORS, OFF_SAMPLE, program_text
 from fipstop.probes.stacks import folded_lines
 
 # stack id -> frames, leaf first (as BPF_STACK_TRACE.walk gives them)
@@ -130,6 +132,11 @@ def test_program_text_bakes_in_the_target_and_limits() -> None:
     assert "kprobe" not in text.lower() and "uprobe" not in text.lower()
     assert "TRACEPOINT_PROBE(sched, sched_switch)" in text and "TRACEPOINT_PROBE(sched, sched_waking)" in text
     assert "syscalls" not in text
+    assert f"#define OFF_SAMPLE {OFF_SAMPLE}\n" in text
+    assert "#define OFF_SAMPLE 1\n" in program_text(4242, min_ns=0, stacks=1, threads=1, keys=1, off_sample=1)
+    for bad in (0, 3, -2):
+        with pytest.raises(ValueError, match="power of two"):
+            program_text(4242, min_ns=0, stacks=1, threads=1, keys=1, off_sample=bad)
     try:
         program_text(0, min_ns=0, stacks=1, threads=1, keys=1)
     except ValueError:

@@ -25,7 +25,7 @@ def ips_proc(shm: Path, *extra: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_registered(shm: Path, domain: str, name: str, proc: subprocess.Popen, timeout: float = 10.0) -> None:
+def wait_registered(shm: Path, domain: str, name: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
     from fipstop.ring import take_snapshot
 
     end = time.monotonic() + timeout

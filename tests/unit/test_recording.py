@@ -257,7 +257,7 @@ def test_record_then_export_equals_live_snapshot(live_domain, tmp_path: Path) ->
     dom, shm = live_domain
     rec = tmp_path / "r.fsr"
     r = subprocess.run([*FIPSTOP, "--shm-dir", str(shm), "record", "-o", str(rec), "--interval", "0.1",
-                        "--duration", "0.35", "--quiet"], capture_output=True, text=True, timeout=60)
+                        "--duration", "1.0", "--quiet"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     live = json.loads(subprocess.run([*FIPSTOP, "--shm-dir", str(shm), "snapshot", "--json"], capture_output=True,
                                      text=True, check=True).stdout)

@@ -223,7 +223,7 @@ def test_background_sampler_on_a_real_process_measures_itself():
         w.start()
     s = ThreadSampler(os.getpid(), hz=200)
     s.start()
-    time.sleep(0.3)
+    time.sleep(1.0)  # one stall of the sampler thread must not leave too few looks
     r = s.sample()
     s.close()
     ev.set()
