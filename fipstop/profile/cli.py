@@ -15,6 +15,7 @@ import os
 import sys
 
 from fipstop.errors import FipsError
+from fipstop.probes.bpf_program import OFF_SAMPLE
 
 DEFAULT_DURATION_S = 5.0
 
@@ -41,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="/proc thread-state ticks per second (default 100)")
     p.add_argument("--oncpu-hz", type=float, default=49.0, metavar="HZ",
                    help="bpf on-CPU sampling frequency (default 49)")
+    p.add_argument("--off-sample", type=int, default=OFF_SAMPLE, metavar="N",
+                   help=f"bpf: follow 1 in N off-CPU periods and scale back (a power of two, default {OFF_SAMPLE}; "
+                        "1 makes rare, long waits exact at ~9 %% of a switch-heavy target's speed)")
     p.add_argument("--nonblocking", dest="nonblocking", action="store_true", default=True,
                    help="py-spy never pauses the target (default)")
     p.add_argument("--blocking", dest="nonblocking", action="store_false",
@@ -65,6 +69,9 @@ def _check(args: argparse.Namespace) -> None:
                            ("--top", args.top, 1, 10000)):
         if not math.isfinite(v) or v < lo or v > hi:
             raise FipsError(f"{opt} {v:g}: give a value between {lo:g} and {hi:g}")
+    n = args.off_sample
+    if n < 1 or n > 1024 or n & (n - 1):
+        raise FipsError(f"--off-sample {n}: give a power of two between 1 and 1024")
     if not os.path.isdir(f"{args.proc}/{args.pid}"):
         raise FipsError(f"--pid {args.pid}: no such process")
 
@@ -76,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     opts = ProfileOptions(threads_hz=args.hz, rate_hz=args.rate, nonblocking=args.nonblocking, idle=args.idle,
                           native=args.native, gil=args.gil, bpf=args.bpf, pyspy=args.pyspy,
-                          oncpu_hz=args.oncpu_hz)
+                          oncpu_hz=args.oncpu_hz, off_sample=args.off_sample)
     report = profile_once(args.pid, args.duration, opts, procfs_root=args.proc)
     if not report.threads.available and not report.available_profiles():
         raise FipsError(f"pid {args.pid}: nothing could be profiled: {report.threads.reason}")

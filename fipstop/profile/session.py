@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from fipstop.errors import exc_line
+from fipstop.probes.bpf_program import OFF_SAMPLE
 from fipstop.probes.stacks import LockWait, ProfileSample, StackCount, folded_lines
 from fipstop.probes.threads import ThreadSampler, ThreadsSample
 
@@ -44,6 +45,8 @@ class ProfileOptions:
     pyspy: bool = True
     #: bpf on-CPU sampling frequency
     oncpu_hz: float = 49.0
+    #: bpf: 1 in this many off-CPU periods followed (sums scaled back)
+    off_sample: int = OFF_SAMPLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +158,7 @@ class ProfileSession:
         if o.bpf:
             try:
                 from fipstop.probes.bpf import BpfProfiler  # the bpf engineer's module; may be absent
-                self.profilers.append(BpfProfiler(self.pid, oncpu_hz=o.oncpu_hz))
+                self.profilers.append(BpfProfiler(self.pid, oncpu_hz=o.oncpu_hz, off_sample=o.off_sample))
             except ImportError as e:
                 self.status["bpf"] = ProbeStatus("bpf", False, f"the bpf profiler is not installed ({_one_line(e)})")
             except Exception as e:

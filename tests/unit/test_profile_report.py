@@ -120,6 +120,29 @@ def test_session_wraps_a_failing_profiler(monkeypatch: pytest.MonkeyPatch):
     assert bpf is not None and not bpf.available and "map read failed" in bpf.reason
 
 
+def test_session_passes_the_off_cpu_sampling_to_bpf(monkeypatch: pytest.MonkeyPatch):
+    made = []
+
+    class Recording:
+        name = "bpf"
+
+        def __init__(self, pid, **kw):
+            made.append(kw)
+
+        def available(self):
+            return False, "recorded only"
+
+        def close(self):
+            pass
+
+    mod = type(sys)("fipstop.probes.bpf")
+    mod.BpfProfiler = Recording
+    monkeypatch.setitem(sys.modules, "fipstop.probes.bpf", mod)
+    with ProfileSession(os.getpid(), ProfileOptions(threads_hz=0, pyspy=False, off_sample=1)) as s:
+        s.poll()
+    assert made and made[0].get("off_sample") == 1
+
+
 def test_report_top_locks_prefers_bpf_and_folds():
     r = demo_report()
     src, locks = r.top_locks()
@@ -157,9 +180,11 @@ def test_cli_bad_input_is_one_line(capsys: pytest.CaptureFixture):
     assert main(["profile", "--pid", "0"]) == 2
     assert main(["profile", "--pid", str(2**22 + 777)]) == 2
     assert main(["profile", "--pid", str(os.getpid()), "--duration", "-1"]) == 2
+    assert main(["profile", "--pid", str(os.getpid()), "--off-sample", "3"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert err.count("\n") == 3 and all(ln.startswith("fipstop: ") for ln in err.splitlines())
+    assert err.count("\n") == 4 and all(ln.startswith("fipstop: ") for ln in err.splitlines())
+    assert "--off-sample 3: give a power of two" in err
 
 
 def test_cli_profiles_this_process_without_bpf_and_pyspy(capsys: pytest.CaptureFixture, tmp_path: Path):
