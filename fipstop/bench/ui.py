@@ -493,11 +493,7 @@ def _producer_ab(pairs: int, interval: float, pty: bool) -> dict[str, Any]:
     finally:
         for proc in (app, mab):
             if proc is not None and proc.poll() is None:
-                try:
-                    os.kill(proc.pid, signal.SIGCONT)
-                except OSError:
-                    pass
-                proc.kill()
+                proc.kill()  # SIGKILL ends a stopped process too
                 proc.wait()
         import shutil
 

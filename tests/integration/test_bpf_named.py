@@ -169,8 +169,7 @@ def _logging_locks(locks, maps: str) -> list:
     """The locks glibc's syslog(3) takes, or that are taken in a function of
     the target that calls syslog(3) (the caller's return address in the
     waiter's stack, ``lib.so+0xOFF``, lies in that function)."""
-    paths = {Path(line.split()[-1]).name: line.split()[-1] for line in maps.splitlines()
-             if len(line.split()) >= 6 and line.split()[-1].startswith("/")}
+    paths = {Path(f[5]).name: f[5] for f in map(str.split, maps.splitlines()) if len(f) >= 6 and f[5].startswith("/")}
     verdicts: dict[tuple[str, int], bool] = {}
     found = []
     for lk in locks:
