@@ -13,7 +13,7 @@ DEMO_SECONDS ?= 10
 # more options for `fipstop demo`, e.g. DEMO_ARGS="--attackers 65536 --slow-consumer 5"
 DEMO_ARGS ?=
 
-.PHONY: all setup demo test ctest lib examples bench clean distclean
+.PHONY: all setup demo test lint ctest lib examples bench clean distclean
 
 all: lib examples
 
@@ -31,12 +31,19 @@ demo: setup
 		$(FIPSTOP) demo --headless --duration $(DEMO_SECONDS) $(DEMO_ARGS); \
 	fi
 
-# README command 2: set up, then the C tests (plain, TSan, ASan/UBSan) and pytest.
+# README command 2: set up, then ruff and mypy (configured in pyproject.toml), the
+# C tests (plain, TSan, ASan/UBSan) and pytest.
 test: setup
+	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory ctest
 	@rc=0; $(PY) -m pytest -q tests || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "test: pytest collected no tests (exit 5): that is a failure here" >&2; fi; \
 	exit $$rc
+
+# Style and types over every Python file: a finding fails the build like a test.
+lint: $(PY)
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 ctest:
 	$(MAKE) -C tests/c all
@@ -56,7 +63,7 @@ $(PY):
 	@bash scripts/setup.sh
 
 clean:
-	rm -rf build fipstop/lib fipstop/include fipstop/_fips*.so *.egg-info .pytest_cache .hypothesis
+	rm -rf build fipstop/lib fipstop/include fipstop/_fips*.so *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache
 	find . -path ./.venv -prune -o -name __pycache__ -type d -exec rm -rf {} +
 	if [ -f examples/Makefile ]; then $(MAKE) -C examples clean; fi
 	if [ -f tests/c/Makefile ]; then $(MAKE) -C tests/c clean; fi

@@ -23,6 +23,7 @@ import filecmp
 import glob
 import os
 import shutil
+import subprocess
 import sysconfig
 
 from setuptools import setup
@@ -44,6 +45,19 @@ SHIM_SOURCES = ["fipstop/csrc/fips_syslog.c", "fipstop/csrc/fips.c"]
 SHIM_VERSION_SCRIPT = (
     "{\n  global: openlog; closelog; setlogmask; syslog; vsyslog; __syslog_chk;"
     " __vsyslog_chk; fips_syslog_dropped;\n  local: *;\n};\n"
+)
+# The BIND 9 query-log preload (`fipstop wrap --bind`): the drop-in above plus
+# ns_client_log/ns_client_logv (fips_bind.c includes fips_syslog.c). Its struct
+# offsets come from BIND's own headers (Debian's bind9-dev), so it is built only
+# where they are, and it refuses at run time a libns other than the one they
+# belong to (FIPS_BIND_LIBNS, the file libns.so points to at build time).
+BIND_SHIM = "libfips_bind.so"
+BIND_SOURCES = ["fipstop/csrc/fips_bind.c", "fipstop/csrc/fips_bind_layout.c", "fipstop/csrc/fips.c"]
+BIND_DEPENDS = ["fipstop/csrc/fips_syslog.c"]
+BIND_HEADER = "ns/client.h"
+BIND_VERSION_SCRIPT = (
+    "{\n  global: openlog; closelog; setlogmask; syslog; vsyslog; __syslog_chk; __vsyslog_chk;"
+    " fips_syslog_dropped; ns_client_log; ns_client_logv; fips_bind_lines; fips_bind_active;\n  local: *;\n};\n"
 )
 # `fipstop demo`'s producer: a C program linked to libfips.so (rpath $ORIGIN,
 # so it runs from fipstop/lib/ wherever the package is installed).
@@ -76,7 +90,10 @@ class build_ext(_build_ext):
 
     def _lib_outputs(self) -> list[str]:
         d = self._lib_build_dir()
-        return [os.path.join(d, SONAME), os.path.join(d, LINKNAME), os.path.join(d, SHIM), os.path.join(d, DEMO)]
+        outs = [os.path.join(d, SONAME), os.path.join(d, LINKNAME), os.path.join(d, SHIM), os.path.join(d, DEMO)]
+        if _bind_libns() is not None:
+            outs.append(os.path.join(d, BIND_SHIM))
+        return outs
 
     def _header_outputs(self) -> list[str]:
         d = self._include_build_dir()
@@ -132,6 +149,14 @@ class build_ext(_build_ext):
         self._build_shared(LIB_SOURCES, SONAME, VERSION_SCRIPT, out_dir, ext, [], soname=SONAME)
         _symlink(SONAME, os.path.join(out_dir, LINKNAME))
         self._build_shared(SHIM_SOURCES, SHIM, SHIM_VERSION_SCRIPT, out_dir, ext, ["dl"])
+        libns = _bind_libns()
+        if libns is None:
+            print(f"setup.py: {BIND_SHIM} not built: no BIND headers ({BIND_HEADER}) and libns.so "
+                  "(apt-get install bind9-dev)")
+        else:
+            self._build_shared(BIND_SOURCES, BIND_SHIM, BIND_VERSION_SCRIPT, out_dir, ext, ["dl"],
+                               macros=[("FIPS_BIND_LIBNS", f'"{libns}"'), ("HAVE_STDATOMIC_H", "1")],
+                               extra_depends=BIND_DEPENDS)
         self._build_demo(out_dir, ext)
         for header, out in zip(PUBLIC_HEADERS, self._header_outputs()):
             _replace_copy(header, out)
@@ -141,15 +166,18 @@ class build_ext(_build_ext):
             _replace_copy(target, os.path.join(src, SONAME))
             _symlink(SONAME, os.path.join(src, LINKNAME))
             _replace_copy(os.path.join(out_dir, SHIM), os.path.join(src, SHIM))
+            if libns is not None:
+                _replace_copy(os.path.join(out_dir, BIND_SHIM), os.path.join(src, BIND_SHIM))
             _replace_copy(os.path.join(out_dir, DEMO), os.path.join(src, DEMO))
             inc = self._include_source_dir()
             for out in self._header_outputs():
                 _replace_copy(out, os.path.join(inc, os.path.basename(out)))
 
-    def _build_shared(self, sources, name, version_script_text, out_dir, ext, extra_libs, soname=None) -> None:
+    def _build_shared(self, sources, name, version_script_text, out_dir, ext, extra_libs, soname=None,
+                      macros=None, extra_depends=()) -> None:
         """Build one shared object (with a soname if given) when its sources changed."""
         target = os.path.join(out_dir, name)
-        depends = list(sources) + sorted(glob.glob("fipstop/csrc/*.h"))
+        depends = list(sources) + list(extra_depends) + sorted(glob.glob("fipstop/csrc/*.h"))
         if not (self.force or newer_group(depends, target, missing="newer")):
             return
         tmp = os.path.join(self.build_temp, name.replace(".", "_"))
@@ -162,6 +190,7 @@ class build_ext(_build_ext):
         objects = compiler.compile(
             list(sources),
             output_dir=tmp,
+            macros=list(macros or []),
             include_dirs=list(ext.include_dirs),
             extra_postargs=list(ext.extra_compile_args),
             depends=depends,
@@ -198,6 +227,23 @@ class build_ext(_build_ext):
         compiler.link_executable(objects, DEMO, output_dir=out_dir, libraries=["fips", "pthread"],
                                  library_dirs=[out_dir], extra_postargs=["-Wl,-rpath,$ORIGIN"],
                                  debug=self.debug, target_lang="c")
+
+
+def _bind_libns() -> str | None:
+    """The file name of the libns that BIND's installed headers belong to
+    (what libns.so links to, e.g. libns-9.18.49-1~deb12u3-Debian.so), or None
+    when the headers or the library are not installed."""
+    if not any(os.path.exists(os.path.join(d, BIND_HEADER)) for d in ("/usr/include", "/usr/local/include")):
+        return None
+    try:
+        out = subprocess.run([os.environ.get("CC", "cc"), "-print-file-name=libns.so"], capture_output=True,
+                             text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if not out or not os.path.isabs(out) or not os.path.exists(out):
+        return None
+    name = os.path.basename(os.path.realpath(out))
+    return name if name.startswith("libns") and '"' not in name and "\\" not in name else None
 
 
 def _replace_copy(src: str, dst: str) -> None:

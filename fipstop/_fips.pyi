@@ -3,9 +3,9 @@
 import os
 from collections.abc import Iterable, Iterator
 from types import TracebackType
-from typing import Final, Literal, NamedTuple, final
+from typing import Final, Literal, NamedTuple, Self, final
 
-from typing_extensions import Buffer, Self
+from typing_extensions import Buffer
 
 StrPath = str | os.PathLike[str]
 Payload = bytes | str | Buffer
@@ -35,6 +35,8 @@ EBUSY: Final[int]
 ECLOSED: Final[int]
 EAGAIN: Final[int]
 ELAPPED: Final[int]
+ETORN: Final[int]
+EREENTER: Final[int]
 
 # ---- layout constants -----------------------------------------------------------
 
@@ -227,7 +229,15 @@ class Batch:
     def __iter__(self) -> Iterator[Record]: ...
     def __len__(self) -> int: ...
     def payloads(self) -> list[bytes]: ...
-    def release(self) -> None: ...
+    def release(self) -> None:
+        """Release the batch.  Raises FipsError(code=EEVICTED) if the consumer
+        was evicted while holding it (its records were intact: reopen the
+        consumer by name to rejoin), or FipsError(code=ETORN) if the producer
+        may have overwritten it meanwhile: discard whatever was parsed from
+        its records.  Check before acting on them.  A batch released while
+        another reader thread still holds an earlier batch of its ring is
+        queued: it takes effect when that one is released, and is undone with
+        it if the consumer is evicted first (fips_consumer_release returns 1)."""
     def __enter__(self) -> Self: ...
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -245,7 +255,8 @@ class Consumer:
 
     def __new__(cls, domain: Domain, name: str) -> Self: ...
     def read(self, max: int = 256) -> Batch | None: ...
-    def release(self, batch: Batch, /) -> None: ...
+    def release(self, batch: Batch, /) -> None:
+        """Same as batch.release(), including its EEVICTED / ETORN errors."""
     def heartbeat(self) -> None: ...
     def close(self) -> None:
         """Unregister (state CLOSED)."""
@@ -285,6 +296,9 @@ class Monitor:
         """(taken_realtime_ns, taken_mono_ns, rings, consumers, pos): raw
         fips_ring_stat[max_rings], fips_consumer_stat[max_consumers],
         fips_pos_stat[max_consumers][max_rings]; see fipstop.ring."""
+    def no_ring(self) -> int:
+        """The header's records_no_ring now (records dropped because the ring
+        table was full); ``header`` is a copy taken at attach."""
     def tap(self, ring: int, max: int = 16) -> tuple[list[tuple[int, int, int, int, bytes]], int]:
         """([(seq, ts_ns, flags, lost, payload), ...] oldest first, lapped)."""
     def close(self) -> None: ...

@@ -15,6 +15,8 @@ from fipstop.fixtures import EPOCH_MONO_NS, EPOCH_REALTIME_NS, HOSTILE_THREAD
 from fipstop.probes.bans import BansSample
 
 ATTACK_START_S = 20
+#: Fail2Ban's bantime in the fixture (its default, 10 min): each ban's end is timeofban + this
+F2B_BANTIME_NS = 600_000_000_000
 
 
 def _ip(i: int) -> str:
@@ -35,7 +37,7 @@ def demo_ban_aux(n: int = 58, interval_s: float = 1.0, *, hostile: bool = False,
         f2b_events: list[BanEvent] = []
         if t >= ATTACK_START_S:
             ramp = min(t - ATTACK_START_S + 1, 12)
-            for j in range(int(40 * ramp)):
+            for _ in range(int(40 * ramp)):
                 i = ips_n
                 ips_n += 1
                 first = real - 4_000_000 - (i * 7919 % 9_000_000)
@@ -47,13 +49,14 @@ def demo_ban_aux(n: int = 58, interval_s: float = 1.0, *, hostile: bool = False,
                 ips_events.append(BanEvent("ban", _ip(i), jail, first, ban - 150_000, ban, 5,
                                            "dry-run", result, "fipstop-ips"))
             if t >= ATTACK_START_S + 6 and fail2ban:
-                for j in range(int(3 * min(t - ATTACK_START_S - 5, 8))):
+                for _ in range(int(3 * min(t - ATTACK_START_S - 5, 8))):
                     i = f2b_n
                     f2b_n += 1
                     ban = real - 200_000_000
                     first = ban - 1_500_000_000 - (i * 2_654_435_761 % 7_000_000_000)
                     f2b_events.append(BanEvent("ban", _ip(i), "named-refused", first, first, ban, 5,
-                                               "fail2ban", "ok", "fail2ban"))
+                                               "fail2ban", "ok", "fail2ban",
+                                               expires_ns=ban // 1_000_000_000 * 1_000_000_000 + F2B_BANTIME_NS))
             if t >= ATTACK_START_S + 30:  # bantime is over for the first ones
                 for j in range(10):
                     i = (k - ATTACK_START_S - 30) * 10 + j

@@ -1,6 +1,11 @@
-"""fipstop.toml: what to watch beside the rings.
+"""What to watch: the probe set's config, and fipstop.toml for the backends.
 
-Looked for in this order: ``--config PATH``, ``$FIPSTOP_CONFIG``,
+:class:`ProbeConfig` says which probes a live source samples (the commands
+build it from their options); :class:`BackendsConfig` which logging paths
+beside the rings, read from fipstop.toml.  Plain frozen objects, cheap to
+import: ``fipstop --help`` loads this module.
+
+fipstop.toml is looked for in this order: ``--config PATH``, ``$FIPSTOP_CONFIG``,
 ``./fipstop.toml``, ``/etc/fipstop.toml``; none is fine (discovery alone).
 An explicit path that is missing or a file that does not parse is an error
 (one line), never a traceback::
@@ -13,6 +18,9 @@ An explicit path that is missing or a file that does not parse is an error
     discover = true      # /dev/log and files under /var/log opened by rsyslogd, fail2ban, crowdsec
     audit = true
     journald = true
+
+    [fipsipc]            # the FIPS paper's prototype rings (docs/fipsipc.md), as with --fipsipc NAME
+    shm_names = ["/run/app/fips_buf.key"]
 """
 
 from __future__ import annotations
@@ -20,7 +28,9 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+
+from fipstop.bans import BANS_DOMAIN
 
 SEARCH = ("./fipstop.toml", "/etc/fipstop.toml")
 
@@ -39,6 +49,7 @@ class BackendsConfig:
     audit: bool = True
     journald: bool = True
     source: str = ""  # the file it came from ("" : defaults/flags)
+    fipsipc: tuple[str, ...] = ()  # [fipsipc] shm_names: prototype segments to read (their ftok files)
 
     def with_flags(self, files: Iterable[str] = (), sockets: Iterable[str] = ()) -> BackendsConfig:
         return replace(self, files=_unique(self.files + tuple(files)), sockets=_unique(self.sockets + tuple(sockets)))
@@ -92,9 +103,17 @@ def parse_config(text: str, path: str = "fipstop.toml") -> BackendsConfig:
         if not isinstance(v, bool):
             raise ConfigError(f"{path}: backends.{k} must be true or false")
         flags[k] = v
+    f = doc.get("fipsipc", {})
+    if not isinstance(f, dict):
+        raise ConfigError(f"{path}: [fipsipc] must be a table")
+    if set(f) - {"shm_names"}:
+        raise ConfigError(f"{path}: unknown key fipsipc.{sorted(set(f) - {'shm_names'})[0]}")
+    ipc = f.get("shm_names", [])
+    if not isinstance(ipc, list) or not all(isinstance(x, str) and x and "\0" not in x for x in ipc):
+        raise ConfigError(f"{path}: fipsipc.shm_names must be a list of non-empty file names")
     return BackendsConfig(_unique(_strs(b.get("files", []), "files", path)),
                           _unique(_strs(b.get("sockets", []), "sockets", path)),
-                          _unique(ports), imp, source=path, **flags)
+                          _unique(ports), imp, source=path, fipsipc=_unique(ipc), **flags)
 
 
 def load_config(explicit: str | None = None, env: Mapping[str, str] | None = None) -> BackendsConfig:
@@ -109,19 +128,27 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
     return parse_config(raw.decode("utf-8", "replace"), path)
 
 
-def add_options(p, default=None) -> None:
-    """The backends' flags, shared by ``fipstop top``, ``record`` and ``snapshot``."""
-    p.add_argument("--config", metavar="PATH", default=default,
-                   help="fipstop.toml to read (default: $FIPSTOP_CONFIG, ./fipstop.toml, /etc/fipstop.toml)")
-    p.add_argument("--watch-file", action="append", metavar="PATH", default=default,
-                   help="also watch this log file: growth and every reader's lag (repeatable)")
-    p.add_argument("--watch-socket", action="append", metavar="PATH", default=default,
-                   help="also watch this unix syslog socket: receiver, queue, blocked senders (repeatable)")
+@dataclass(frozen=True)
+class FipsIpcConfig:
+    """Which FIPS-IPC prototype segments to sample: the ones whose
+    ``shm_name`` files are given (their ``ftok`` keys), and with ``discover``
+    every other one the kernel lists."""
+
+    shm_names: tuple[str, ...] = ()
+    discover: bool = True
 
 
-def from_args(args, env: Mapping[str, str] | None = None) -> BackendsConfig:
-    """The config file (if any) plus the flags; raises ConfigError."""
-    files = getattr(args, "watch_file", None) or ()
-    socks = getattr(args, "watch_socket", None) or ()
-    return load_config(getattr(args, "config", None), env).with_flags(
-        [files] if isinstance(files, str) else files, [socks] if isinstance(socks, str) else socks)
+@dataclass(frozen=True)
+class ProbeConfig:
+    """What a live source samples.  ``domains`` None: every domain in the shm
+    dir, (): none (only the other probes)."""
+
+    shm_dir: str | None = None
+    domains: tuple[str, ...] | None = None
+    backends: BackendsConfig | None = field(default_factory=BackendsConfig)  # None: no backends probe
+    bans_domain: str | None = BANS_DOMAIN  # None: no bans probe
+    fail2ban_db: str | None = None  # None: Fail2Ban's default database when it exists
+    fail2ban_socket: str | None = None  # None: Fail2Ban's default socket when it exists
+    crowdsec_db: str | None = None  # None: CrowdSec's default database when it exists
+    cpu: bool = True
+    fipsipc: FipsIpcConfig | None = None  # None: no FIPS-IPC probe (opt-in: `--fipsipc`)

@@ -1,4 +1,4 @@
-"""``fipstop demo``: the whole pipeline on one machine, as it is deployed.
+"""The whole pipeline on one machine, as it is deployed (``fipstop demo``).
 
 Three kinds of process, each with a pid of its own:
 
@@ -25,16 +25,16 @@ time-to-ban for the summary.
 
 ``--headless --duration S`` runs without the dashboard and prints a summary
 (records, drops, bans, time-to-ban percentiles, attackers banned); without a
-terminal the demo runs headless for ``NO_TTY_DURATION_S`` seconds instead of
-failing (``make demo`` in CI).
+terminal the demo runs headless for 10 s instead of failing (``make demo`` in
+CI).  The command is :mod:`fipstop.commands.demo`.
 """
 
 from __future__ import annotations
 
-import argparse
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,79 +43,22 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from fipstop import _fips
+from fipstop.bans import IpsTally, decode_record
+from fipstop.children import Janitor, dying_with_parent
+from fipstop.config import ProbeConfig
 from fipstop.errors import FipsError
+from fipstop.ring import domain_path, resolve_shm_dir, snapshot_domain, valid_domain_name
+from fipstop.sigflag import SignalFlag
+from fipstop.sources.probeset import ProbeSet, build_probes
 
-#: headless duration when there is no terminal and none was given
-NO_TTY_DURATION_S = 10.0
 DEFAULT_DOMAIN = "demo"
+#: a domain's created_realtime_ns (docs/ring-format.md): what tells the janitor this run's domain from a later one
+DOMAIN_STAMP = (80, 8)
 ATTACK_NET = (198, 18)
 PRODUCER = "fips-demo-producer"
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "demo",
-        help="the whole pipeline: a C producer under attack, `fipstop ips` banning, the dashboard",
-        description="Create a domain, start a multi-threaded DNS-server-like producer (C, libfips) logging "
-        "BIND query lines with an attack from many addresses, start `fipstop ips` with the named-refused "
-        "jail, and open the dashboard (5: the Bans panel).  Everything it starts and creates is removed "
-        "on exit.  Without a terminal it runs --headless for "
-        f"{NO_TTY_DURATION_S:g} s.",
-    )
-    p.add_argument("--attackers", type=_int_range(1, 65536), default=4096, metavar="N",
-                   help="attacking client addresses, up to 65536 (default %(default)s)")
-    p.add_argument("--attack-rate", type=_float_range(0, 1e8), default=20000.0, metavar="R",
-                   help="attack lines/s at the end of the ramp (default %(default)g)")
-    p.add_argument("--legit-rate", type=_float_range(0, 1e8), default=2000.0, metavar="R",
-                   help="legitimate query lines/s (default %(default)g)")
-    p.add_argument("--ramp", type=_float_range(0, 3600), default=5.0, metavar="S",
-                   help="seconds for the attack to ramp from 0 to --attack-rate (default %(default)g)")
-    p.add_argument("--attack-start", type=_float_range(0, 3600), default=1.0, metavar="S",
-                   help="seconds of legitimate traffic before the attack (default %(default)g)")
-    p.add_argument("--threads", type=_int_range(1, 64), default=4, metavar="N",
-                   help="producer threads, one ring each (default %(default)s)")
-    p.add_argument("--slow-consumer", type=_float_range(0, 60000), default=0.0, metavar="MS",
-                   help="add a consumer that sleeps MS ms per batch of 64: the rings fill and drop")
-    p.add_argument("--ring-size", type=_int_range(1 << 16, 1 << 30), default=4 << 20, metavar="BYTES",
-                   help="ring capacity per producer thread (power of two, default 4 MiB)")
-    p.add_argument("--maxretry", type=_int_range(1, 10**6), default=5, metavar="N",
-                   help="refused queries that ban an address (default %(default)s)")
-    p.add_argument("--action", choices=("dry-run", "nft"), default="dry-run",
-                   help="the IPS's ban action (default dry-run)")
-    p.add_argument("--domain", default=DEFAULT_DOMAIN, metavar="NAME",
-                   help="domain to create (default %(default)s; NAME-bans holds the ban events)")
-    p.add_argument("--headless", action="store_true", help="no dashboard: run --duration seconds, print a summary")
-    p.add_argument("--duration", type=_float_range(0.5, 86400), default=None, metavar="S",
-                   help="stop after S seconds (headless default 20; dashboard: until q)")
-    p.add_argument("--interval", type=_float_range(0.05, 3600), default=None, metavar="S",
-                   help="dashboard sampling interval (default 1)")
-    p.add_argument("--json", action="store_true", help="headless: print the summary as JSON")
-    p.set_defaults(func=run)
-
-
-def _int_range(lo: int, hi: int):
-    def conv(text: str) -> int:
-        try:
-            v = int(text, 0)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"{v} is not in {lo}..{hi}")
-        return v
-    return conv
-
-
-def _float_range(lo: float, hi: float):
-    def conv(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"{text} is not in {lo:g}..{hi:g}")
-        return v
-    return conv
 
 
 def producer_path() -> Path:
@@ -158,19 +101,15 @@ class BanCollector:
         self._lock = threading.Lock()
 
     def start(self, dom) -> None:
-        from fipstop._fips import Consumer
-
-        self._cons = Consumer(dom, "demo-bans")
+        self._cons = _fips.Consumer(dom, "demo-bans")
         self._thread = threading.Thread(target=self._loop, name="demo-bans", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
-        from fipstop.bans import decode
-
         while not self._stop.is_set():
-            if not self.drain_once(decode):
+            if not self.drain_once(decode_record):
                 self._stop.wait(0.05)
-        self.drain_once(decode)
+        self.drain_once(decode_record)
 
     def drain_once(self, decode) -> bool:
         batch = self._cons.read(4096)
@@ -183,6 +122,8 @@ class BanCollector:
                     ev = decode(rec.data)
                 except ValueError:
                     self.bad += 1
+                    continue
+                if isinstance(ev, IpsTally):  # the IPS's own counters, not an event
                     continue
                 if ev.kind == "unban":
                     self.unbans += 1
@@ -216,15 +157,11 @@ class BanCollector:
 
 def slow_consumer_main(domain: str, shm_dir: str, sleep_ms: float) -> int:
     """Reads 64 records, sleeps, again: a consumer that cannot keep up."""
-    from fipstop._fips import Consumer, Domain
-
-    from fipstop.sigflag import SignalFlag
-
     stop = SignalFlag()  # not a threading.Event: set from a signal handler
     signal.signal(signal.SIGTERM, stop.set)
     signal.signal(signal.SIGINT, stop.set)
-    with Domain(domain, shm_dir, create=False) as dom:
-        cons = Consumer(dom, "slow-archiver")
+    with _fips.Domain(domain, shm_dir, create=False) as dom:
+        cons = _fips.Consumer(dom, "slow-archiver")
         while not stop.is_set():
             b = cons.read(64)
             if b is not None:
@@ -238,12 +175,28 @@ def slow_consumer_main(domain: str, shm_dir: str, sleep_ms: float) -> int:
 # -- the run ---------------------------------------------------------------------------------------
 
 
-class Demo:
-    def __init__(self, args: argparse.Namespace) -> None:
-        from fipstop.ring import resolve_shm_dir, valid_domain_name
+@dataclass(frozen=True)
+class DemoConfig:
+    """What to run (``fipstop demo``'s options)."""
 
+    attackers: int = 4096
+    attack_rate: float = 20000.0
+    legit_rate: float = 2000.0
+    ramp: float = 5.0
+    attack_start: float = 1.0
+    threads: int = 4
+    slow_consumer: float = 0.0  # ms a second consumer sleeps per batch; 0: none
+    ring_size: int = 4 << 20
+    maxretry: int = 5
+    action: str = "dry-run"
+    domain: str = DEFAULT_DOMAIN
+    shm_dir: str | None = None
+
+
+class Demo:
+    def __init__(self, args: DemoConfig) -> None:
         self.args = args
-        self.shm_dir = resolve_shm_dir(getattr(args, "shm_dir", None))
+        self.shm_dir = resolve_shm_dir(args.shm_dir)
         self.domain = args.domain
         self.bans_domain = f"{args.domain}-bans"
         for name in (self.domain, self.bans_domain):
@@ -252,9 +205,13 @@ class Demo:
         self.procs: dict[str, subprocess.Popen] = {}
         self.created: list[str] = []
         self.tmp = Path(tempfile.mkdtemp(prefix="fipstop-demo-"))
+        # removes the domains and self.tmp should this process be killed (SIGKILL: nothing here runs)
+        self.janitor = Janitor()
+        self.janitor.remove_dir(self.tmp)
+        self._cleaned = False
         self.stats_path = self.tmp / "ips-stats.json"
         self.collector: BanCollector | None = None
-        self._bans_dom = None
+        self._bans_dom: _fips.Domain | None = None
         self.producer_counters: dict = {}
         self.started_mono = 0.0
 
@@ -267,8 +224,9 @@ class Demo:
     def _spawn(self, name: str, argv: list[str], *, stdout=subprocess.DEVNULL) -> subprocess.Popen:
         log = open(self.tmp / f"{name}.err", "wb")
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=log, env=self._env(),
-                                    start_new_session=True)
+            # SIGTERM from the kernel when this process dies, however (closed terminal, kill -9)
+            proc = subprocess.Popen(dying_with_parent(argv), stdin=subprocess.DEVNULL, stdout=stdout, stderr=log,
+                                    env=self._env(), start_new_session=True)
         finally:
             log.close()
         self.procs[name] = proc
@@ -282,21 +240,23 @@ class Demo:
         return " | ".join(lines[-n:])[:400]
 
     def create_domains(self) -> None:
-        from fipstop import _fips
-
         ring = self.args.ring_size
         if ring & (ring - 1):
             raise FipsError(f"--ring-size {ring}: give a power of two")
-        for name, kw in ((self.domain, {"ring_capacity": ring}),
-                         (self.bans_domain, {"ring_capacity": 16 << 20, "max_record": 1024, "max_rings": 16})):
+        # the demo's domain, and its bans domain: room for every ban event of a burst
+        for name, capacity, max_record, max_rings in ((self.domain, ring, 4096, 256),
+                                                      (self.bans_domain, 16 << 20, 1024, 16)):
             try:
-                d = _fips.Domain(name, self.shm_dir, create=2, **kw)
+                d = _fips.Domain(name, self.shm_dir, create=2, ring_capacity=capacity, max_record=max_record,
+                                 max_rings=max_rings)
             except (_fips.FipsError, OSError) as e:
-                if getattr(e, "code", None) == errno.EEXIST or getattr(e, "errno", None) == errno.EEXIST:
+                code = e.code if isinstance(e, _fips.FipsError) else e.errno
+                if code == errno.EEXIST:
                     raise FipsError(f"domain {name!r} already exists in {self.shm_dir}: another demo is running, "
                                     "or give --domain") from None
                 raise FipsError(f"cannot create domain {name!r} in {self.shm_dir}: {e}") from None
             self.created.append(name)
+            self.janitor.remove_file(domain_path(name, self.shm_dir), stamp=DOMAIN_STAMP)
             if name == self.bans_domain:
                 self._bans_dom = d
             else:
@@ -351,8 +311,6 @@ class Demo:
             return {}
 
     def ring_totals(self) -> dict[str, int]:
-        from fipstop.ring import snapshot_domain
-
         try:
             s = snapshot_domain(self.domain, self.shm_dir)
         except Exception:
@@ -385,7 +343,7 @@ class Demo:
                     p.send_signal(signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-        for name, p in self.procs.items():
+        for p in self.procs.values():
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -395,8 +353,10 @@ class Demo:
             self.collector.stop()
 
     def cleanup(self) -> None:
-        from fipstop import _fips
-
+        """Stop the children, remove the domains and the temporary directory (once)."""
+        if self._cleaned:
+            return
+        self._cleaned = True
         self.stop_all()
         if self._bans_dom is not None:
             try:
@@ -408,13 +368,16 @@ class Demo:
                 _fips.Domain.unlink(name, self.shm_dir)
             except Exception:
                 pass
-        for f in self.tmp.iterdir():
-            f.unlink(missing_ok=True)
-        self.tmp.rmdir()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.janitor.done()
 
-    def summary(self, wall_s: float) -> dict:
-        from fipstop.bans import BanEvent  # noqa: F401  (the wire type of what was collected)
+    def probes(self) -> ProbeSet:
+        """What the dashboard samples: what plain ``fipstop`` samples (CPU, backends, bans, Fail2Ban
+        when there is one), on the demo's two domains and its ban events."""
+        return build_probes(ProbeConfig(shm_dir=self.shm_dir, domains=(self.domain, self.bans_domain),
+                                        bans_domain=self.bans_domain))
 
+    def summary(self, wall_s: float) -> dict[str, Any]:
         c = self.collector
         assert c is not None
         ttb, reaction = c.times_to_ban_ns()
@@ -474,61 +437,6 @@ def format_summary(s: dict) -> str:
         f"p99 {t(s['reaction_ms']['p99'])}",
     ]
     return "\n".join(lines)
-
-
-def _dashboard(demo: Demo, interval: float) -> int:
-    from fipstop.probes.bans import BansProbe
-    from fipstop.probes.ring import RingProbe
-    from fipstop.sources import LiveSource
-    from fipstop.views.app import FipsTopApp
-
-    probes = [RingProbe(shm_dir=demo.shm_dir, domains=[demo.domain, demo.bans_domain]),
-              BansProbe(demo.shm_dir, demo.bans_domain)]
-    app = FipsTopApp(LiveSource(probes, interval))
-    app.run()
-    return int(app.return_code or 0)
-
-
-def run(args: argparse.Namespace) -> int:
-    from fipstop.top import have_terminal
-
-    headless = bool(args.headless)
-    duration = args.duration
-    if not headless and (not have_terminal() or os.environ.get("TERM") == "dumb"):
-        print(f"fipstop demo: no terminal: running headless for {duration or NO_TTY_DURATION_S:g} s "
-              "(open a terminal for the dashboard)", file=sys.stderr)
-        headless = True
-        duration = duration or NO_TTY_DURATION_S
-    if headless and duration is None:
-        duration = 20.0
-    demo = Demo(args)
-    old_int = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    try:
-        demo.start(duration if headless else None)
-        if not headless:
-            return _dashboard(demo, args.interval or 1.0)
-        t0 = time.monotonic()
-        try:
-            end = t0 + float(duration)
-            while time.monotonic() < end:
-                if demo.procs["producer"].poll() is not None:
-                    break
-                for name in ("ips", "slow"):
-                    p = demo.procs.get(name)
-                    if p is not None and p.poll() is not None:
-                        raise FipsError(f"`fipstop {name}` exited ({p.returncode}): {demo.stderr_tail(name)}")
-                time.sleep(0.1)
-        except KeyboardInterrupt:
-            pass
-        demo.stop_producer()
-        demo.wait_ips_caught_up()
-        s = demo.summary(time.monotonic() - t0)
-        print(json.dumps(s, indent=2) if args.json else format_summary(s))
-        return 0
-    finally:
-        signal.signal(signal.SIGTERM, old_int)
-        demo.cleanup()
 
 
 if __name__ == "__main__":  # the slow consumer child

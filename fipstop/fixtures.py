@@ -12,7 +12,10 @@ then catches up from t=70 s, a forwarder whose heartbeat stops at t=50 s
 workers, one of them exited (ring closed).  ``hostile=True`` adds a ring whose
 thread name and a consumer whose name carry ANSI escapes and textual markup.
 
-:func:`many_rings_samples` gives one domain with N busy rings (benchmarks).
+:func:`many_rings_samples` gives one domain with N busy rings (benchmarks);
+:func:`backend_samples` the other backends' raw samples of a host whose
+tailer falls behind and whose syslog socket blocks a sender;
+:func:`fipsipc_samples` the FIPS paper's prototype rings beside them.
 
 No clock and no shared memory: every timestamp derives from the arguments.
 """
@@ -20,13 +23,29 @@ No clock and no shared memory: every timestamp derives from the arguments.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import numpy as np
 
+from fipstop.probes.audit import AuditSample
+from fipstop.probes.backends import BackendsSample
+from fipstop.probes.fipsipc import FipsIpcSample
+from fipstop.probes.journald import JournaldSample
+from fipstop.probes.logfiles import FileReader, LogFileSample
+from fipstop.probes.netsyslog import NetSyslogSample, UdpSocket
 from fipstop.probes.ring import RawSample
-from fipstop.ring import DomainSnapshot, consumer_stat_dtype, pos_stat_dtype, ring_stat_dtype
+from fipstop.probes.rsyslog_stats import QueueStats, RsyslogStatsSample
+from fipstop.probes.unixsock import BlockedSender, Holder, UnixSocketSample
+from fipstop.ring import (
+    OLDEST_TS_FIELD,
+    DomainSnapshot,
+    consumer_stat_dtype,
+    pos_dtype,
+    pos_stat_dtype,
+    ring_stat_dtype,
+)
 
 #: 2025-01-01 12:00:00 UTC, the fixtures' wall clock at t=0.
 EPOCH_REALTIME_NS = 1_735_732_800_000_000_000
@@ -45,7 +64,7 @@ def empty_arrays(max_rings: int, max_consumers: int) -> tuple[np.ndarray, np.nda
     rings["index"] = np.arange(max_rings)
     cons = np.zeros(max_consumers, dtype=consumer_stat_dtype())
     cons["index"] = np.arange(max_consumers)
-    pos = np.zeros((max_consumers, max_rings), dtype=pos_stat_dtype())
+    pos = np.zeros((max_consumers, max_rings), dtype=pos_dtype())
     return rings, cons, pos
 
 
@@ -64,8 +83,10 @@ def domain_snapshot(
     grace_ns: int = 5_000_000_000,
     creator_pid: int = 1,
     shm_dir: str = "/dev/shm",
+    records_no_ring: int | None = 0,
 ) -> DomainSnapshot:
-    """A DomainSnapshot over copies of the given arrays (binding layout)."""
+    """A DomainSnapshot over copies of the given arrays (binding layout; ``pos`` may carry
+    :data:`fipstop.ring.OLDEST_TS_FIELD`, which the binding's layout has not)."""
     header = SimpleNamespace(
         name=name,
         version=1,
@@ -82,9 +103,18 @@ def domain_snapshot(
         taken_mono_ns,
         np.ascontiguousarray(rings).tobytes(),
         np.ascontiguousarray(consumers).tobytes(),
-        np.ascontiguousarray(pos).tobytes(),
+        _c_layout(pos).tobytes(),
     )
-    return DomainSnapshot.from_raw(raw, header, f"{shm_dir}/fips.{name}")
+    oldest = np.asarray(pos[OLDEST_TS_FIELD]) if OLDEST_TS_FIELD in (pos.dtype.names or ()) else None
+    return DomainSnapshot.from_raw(raw, header, f"{shm_dir}/fips.{name}", oldest, records_no_ring=records_no_ring)
+
+
+def _c_layout(pos: np.ndarray) -> np.ndarray:
+    out = np.zeros(pos.shape, dtype=pos_stat_dtype())
+    for f in out.dtype.names or ():
+        if f in (pos.dtype.names or ()):
+            out[f] = pos[f]
+    return out
 
 
 def raw_sample(t_s: float, domains: list[DomainSnapshot], *, host: str = HOST, shm_dir: str = "/dev/shm",
@@ -113,7 +143,7 @@ class _Ring:
     pid: int
     tid: int
     name: str
-    rate: callable  # t -> attempted records/s
+    rate: Callable[[float], float]  # t -> attempted records/s
     state: int = RING_ACTIVE
     closes_at: float | None = None
     committed: int = 0
@@ -121,6 +151,19 @@ class _Ring:
     full_events: int = 0
     high_water: int = 0
     generation: int = 1
+    #: (records committed after a step, time of that step): when each record was written
+    commits: list = field(default_factory=list)
+
+    def commit_time(self, seq: int) -> float | None:
+        """When record ``seq`` was committed (interpolated within its step), None if not yet."""
+        import bisect
+
+        i = bisect.bisect_right([c for c, _t in self.commits], seq)
+        if i >= len(self.commits):
+            return None
+        c1, t1 = self.commits[i]
+        c0, t0 = self.commits[i - 1] if i else (0, t1)
+        return t0 + (t1 - t0) * (seq - c0 + 1) / max(c1 - c0, 1)
 
 
 @dataclass
@@ -128,7 +171,7 @@ class _Consumer:
     slot: int
     name: str
     pid: int
-    speed: callable  # t -> records/s it can release per ring
+    speed: Callable[[float], float]  # t -> records/s it can release per ring
     state: int = CONS_ACTIVE
     heartbeat_stops_at: float | None = None
     readers: int = 1
@@ -155,6 +198,13 @@ class _Domain:
     def step(self, t: float, dt: float) -> None:
         for r in self.rings:
             if r.state != RING_ACTIVE:
+                # a closed ring: its consumers read what is left (nothing more comes)
+                for c in self.consumers:
+                    if c.state == CONS_ACTIVE and r.slot in c.released and c.released[r.slot] < r.committed:
+                        stopped = c.heartbeat_stops_at is not None and t >= c.heartbeat_stops_at
+                        n = 0 if stopped else min(r.committed - c.released[r.slot], int(c.speed(t) * dt))
+                        c.released[r.slot] += n
+                        c.records_released += n
                 continue
             active = [c for c in self.consumers if c.state == CONS_ACTIVE]
             for c in active:
@@ -168,6 +218,8 @@ class _Domain:
             if took < want:
                 r.full_events += 1
             r.committed += took
+            if took:
+                r.commits.append((r.committed, t))
             r.dropped += want - took
             r.high_water = max(r.high_water, (r.committed - floor) * _STRIDE)
             # then the consumers, each a little behind (its processing latency)
@@ -242,6 +294,9 @@ class _Domain:
                 p["released"] = seq * _STRIDE
                 p["records_released"] = seq
                 p["lost_seen"] = c.lost_seen.get(r.slot, 0)
+                written = r.commit_time(seq) if c.state == CONS_ACTIVE and seq < r.committed else None
+                if written is not None:
+                    p[OLDEST_TS_FIELD] = EPOCH_REALTIME_NS + int(round(written * 1e9))
         return domain_snapshot(
             self.name,
             rings,
@@ -326,6 +381,9 @@ def many_rings_samples(n_rings: int = 1024, n: int = 3, *, n_consumers: int = 2,
             pos[c]["released_seq"] = committed - lag
             pos[c]["released"] = (committed - lag) * _STRIDE
             pos[c]["records_released"] = committed - lag
+            # a constant rate: the oldest unreleased record was written lag / rate seconds ago
+            age_ns = (lag.astype(np.float64) / rate * 1e9).astype(np.uint64)
+            pos[c][OLDEST_TS_FIELD] = np.where(lag > 0, EPOCH_REALTIME_NS + k * 1_000_000_000 - age_ns, 0)
         rings["floor"] = pos["released"][:n_consumers].min(axis=0) if n_consumers else rings["head"]
         rings["high_water_bytes"] = rings["head"] - rings["floor"]
         snap = domain_snapshot(
@@ -334,3 +392,65 @@ def many_rings_samples(n_rings: int = 1024, n: int = 3, *, n_consumers: int = 2,
         )
         out.append(raw_sample(float(k), [snap]))
     return out
+
+
+def backend_samples(n: int = 3, t0_ns: int = 1_000_000_000_000) -> list[BackendsSample]:
+    """Deterministic samples one second apart (tests, screenshots): a tailer
+    falling behind, a syslog socket with a blocked sender, UDP drops, audit
+    lost, an rsyslog queue discarding, and one hostile process name."""
+    out = []
+    for i in range(n):
+        t = t0_ns + i * 1_000_000_000
+        size = 40_000_000 + i * 2_000_000
+        files = (
+            LogFileSample("/var/log/named/query.log", True, "", 1001, size, i * 2_000_000, i * 16_000, False, 0, 0,
+                          (FileReader(812, 5, "fail2ban-server", 30_000_000 + i * 500_000,
+                                      size - 30_000_000 - i * 500_000, True),
+                           FileReader(900, 7, "crowdsec", size - 4096, 4096, True)), (640,), t),
+            LogFileSample("/var/log/auth.log", True, "", 1002, 88_000 + i * 120, i * 120, i, False, 1, 0,
+                          (FileReader(812, 9, "fail2ban-server", 88_000 + i * 120, 0, True, False),), (640,), t),
+            LogFileSample("/var/log/gone.log", False, "no such file (deleted or rotated away)", taken_mono_ns=t),
+        )
+        socks = (
+            UnixSocketSample("/dev/log", True, "", 5001, "dgram", (Holder(640, "rsyslogd"),), 180, 9216 + i * 512,
+                             212992, 0, 3, (BlockedSender(700, 701, "named", "sendto"),
+                                            BlockedSender(702, 703, "evil\x1b[31m[bold]", "sendmsg")), 0, t),
+            UnixSocketSample("/run/custom.sock", False, "not a socket", taken_mono_ns=t),
+        )
+        net = NetSyslogSample(True, "", (
+            UdpSocket("udp", "0.0.0.0", 514, 212_992, 0, 1000 + i * 2500, 7001, 0, (640,), "rsyslogd"),),
+            10_000_000 + i * 50_000, 5000 + i * 2500, 5000 + i * 2500, 0, 0, 0, 12 + i * 3, 0, t)
+        au = AuditSample(True, "", 1, 1, 733, 0, 8192, 100 + i * 40, 8192, 60000, 0, t)
+        rs = RsyslogStatsSample("/var/log/rsyslog-stats.json", True, "", (
+            QueueStats("main Q", 99_000, 1_000_000 + i * 30_000, 12 + i, 5000 + i * 1000, 0, 100_000),
+            QueueStats("action-0-builtin:omfile", 0, 900_000 + i * 20_000, 0, 0, 0, 800)), 500_000_000, 0, t)
+        jd = JournaldSample(False, "not running", taken_mono_ns=t)
+        out.append(BackendsSample(t, files, socks, net, jd, au, rs, ("3 processes could not be read",), ""))
+    return out
+
+
+def fipsipc_samples(samples: list[RawSample]) -> list[FipsIpcSample]:
+    """FIPS-IPC prototype segments beside ``samples`` (same clocks): ``/run/bind/fips_buf.key``, 16 rings of 4096
+    slots whose reader was killed (every ring 4090 slots behind, the writer waiting, one process gone), and
+    ``/run/tap/fips_buf.key``, 2 OVERWRITE rings of 64 slots whose writer laps its stuck reader (50 slots a
+    second)."""
+    from fipstop.probes.fipsipc import FipsIpcSegment, SysvShm
+    from fipstop.probes.fipsipc_layout import Layout, Positions
+
+    def seg(shmid: int, name: str, t: int, *, rings: int, exp: int, overwrite: bool, nattch: int) -> FipsIpcSegment:
+        lay = Layout(1, 3, 0, rings, 2, 16, 1, 1, exp, 1 if overwrite else 0, 254, 1024, 200, 120, 128, b"")
+        n = 1 << exp
+        if overwrite:
+            w = np.full(rings, (50 * t) % n, dtype=np.uint32)
+            r = np.zeros((2, rings), dtype=np.uint32)
+        else:
+            w = np.full(rings, n - 6, dtype=np.uint32)
+            r = np.zeros((2, rings), dtype=np.uint32)
+        pos = Positions(np.ones(rings, dtype=np.uint8), w, w, r, r, np.array([16, 0], dtype=np.uint16))
+        shm = SysvShm(0x0100_0000 + shmid, shmid, 0o644, 1, 4242, 4300, nattch, 0, 0, 0, 0)
+        return FipsIpcSegment(shm, lay, pos, (name,))
+
+    return [FipsIpcSample(s.taken_mono_ns, s.taken_realtime_ns,
+                          (seg(7, "/run/bind/fips_buf.key", i, rings=16, exp=12, overwrite=False, nattch=1),
+                           seg(9, "/run/tap/fips_buf.key", i, rings=2, exp=6, overwrite=True, nattch=2)))
+            for i, s in enumerate(samples)]

@@ -8,9 +8,15 @@ the last sequence number it saw on each ring (``Monitor.tap``).  When the
 IPS published more than the ring kept between two samples the probe was
 lapped: it counts what it missed instead of pretending it saw everything.
 
+The IPS's own cumulative counters (:class:`fipstop.bans.IpsTally`) come
+through the same domain, on a ring of their own: the newest one is kept in
+``BansSample.ips``, so totals, bans in force and time-to-ban percentiles are
+exact even when the probe was lapped.  Rings with the fewest new records are
+read first, so the tally's ring is never left out by the per-sample budget.
+
 Records come from another process: each is decoded with
-:func:`fipstop.bans.decode` and a record that is not a ban event is counted in
-``bad_records``, never raised.  The first time a ring is seen, the records
+:func:`fipstop.bans.decode_record` and a record that is neither a ban event
+nor a tally is counted in ``bad_records``, never raised.  The first time a ring is seen, the records
 it still holds are read (bans that happened before the dashboard started).
 
 Never imports textual.
@@ -22,9 +28,13 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from fipstop.bans import BANS_AUTO, BANS_DOMAIN, BanEvent, IpsTally, decode_record
 from fipstop.errors import one_line
-from fipstop.bans import BANS_DOMAIN, BanEvent, decode
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fipstop._fips import Monitor
 
 __all__ = ["BansProbe", "BansSample"]
 
@@ -55,14 +65,28 @@ class BansSample:
     active: int | None = None
     unavailable: str = ""
     probe: str = "bans"
+    #: the newest tally the IPS published (its own cumulative counters), None if none was seen
+    ips: IpsTally | None = None
 
 
 def _one_line(text: object) -> str:
     return one_line(text, 300)
 
 
+#: ``BansProbe(domain=AUTO)``: find the bans domain without being told
+AUTO = BANS_AUTO
+#: what a bans domain is called: ``fipstop ips``'s default, or ``<domain>-bans`` (``fipstop demo``)
+BANS_SUFFIX = "-bans"
+
+
 class BansProbe:
-    """Follows ``domain`` in ``shm_dir`` read-only."""
+    """Follows ``domain`` in ``shm_dir`` read-only.
+
+    With ``domain=AUTO`` (plain ``fipstop`` and ``fipstop record`` when no
+    ``--bans-domain`` is given) it follows ``fips-bans`` when it exists, else
+    the first domain (by name) whose name ends in ``-bans``, looked up again at
+    every sample, so a dashboard started beside ``fipstop demo`` shows its bans.
+    """
 
     name = "bans"
     source = "fipstop-ips"
@@ -72,9 +96,10 @@ class BansProbe:
         from fipstop.ring import resolve_shm_dir
 
         self.shm_dir = resolve_shm_dir(shm_dir)
-        self.domain = domain
+        self.auto = domain == AUTO
+        self.domain = BANS_DOMAIN if self.auto else domain
         self.any_owner = any_owner
-        self._mon = None
+        self._mon: Monitor | None = None
         self._ident: tuple[int, int] | None = None
         self._next_seq: dict[tuple[int, int, int], int] = {}  # (slot, generation, created_ns) -> next seq
         self._seen = 0
@@ -82,6 +107,7 @@ class BansProbe:
         self._missed = 0
         self._published_base = 0  # committed on rings that went away (their counters are gone)
         self._committed: dict[tuple[int, int, int], int] = {}
+        self._tally: IpsTally | None = None
         self._lock = threading.Lock()
 
     def _path(self) -> str:
@@ -89,18 +115,39 @@ class BansProbe:
 
         return str(domain_path(self.domain, self.shm_dir))
 
+    def _resolve(self) -> None:
+        """AUTO: the bans domain to follow now."""
+        from fipstop.ring import list_domains
+
+        if not self.auto:
+            return
+        try:
+            names = list_domains(self.shm_dir)
+        except OSError:
+            return
+        if BANS_DOMAIN in names:
+            self.domain = BANS_DOMAIN
+            return
+        found = sorted(n for n in names if n.endswith(BANS_SUFFIX))
+        if found:
+            self.domain = found[0]
+
     def available(self) -> tuple[bool, str]:
         try:
             import fipstop._fips  # noqa: F401
         except ImportError as exc:
             return False, f"fipstop._fips is not built ({_one_line(exc)}): run `make lib`"
+        self._resolve()
         if not os.path.exists(self._path()):
+            if self.auto:
+                return False, (f"no ban domain ({BANS_DOMAIN} or NAME{BANS_SUFFIX}) in {self.shm_dir} "
+                               "(is `fipstop ips` running?)")
             return False, f"no ban domain {self.domain!r} in {self.shm_dir} (is `fipstop ips` running?)"
         return True, ""
 
     def _empty(self, reason: str) -> BansSample:
         return BansSample(self.source, time.monotonic_ns(), time.time_ns(), (), self._seen, self._bad,
-                          self._missed, self._published(), None, reason)
+                          self._missed, self._published(), None, reason, ips=self._tally)
 
     def _published(self) -> int:
         return self._published_base + sum(self._committed.values())
@@ -119,6 +166,7 @@ class BansProbe:
         self._published_base += sum(self._committed.values())
         self._committed.clear()
         self._next_seq.clear()
+        self._tally = None
 
     def sample(self) -> BansSample:
         with self._lock:
@@ -148,10 +196,11 @@ class BansProbe:
         cap = max(1, min(65536, TAP_BUDGET_BYTES // per))
         events: list[BanEvent] = []
         alive: set[tuple[int, int, int]] = set()
-        for i in range(rings.size):
+        order = sorted((i for i in range(rings.size) if int(rings[i]["state"]) != _fips.RING_FREE),
+                       key=lambda i: int(rings[i]["records_committed"]) - self._next_seq.get(
+                           (int(rings[i]["index"]), int(rings[i]["generation"]), int(rings[i]["created_ns"])), 0))
+        for i in order:
             r = rings[i]
-            if int(r["state"]) == _fips.RING_FREE:
-                continue
             key = (int(r["index"]), int(r["generation"]), int(r["created_ns"]))
             alive.add(key)
             committed = int(r["records_committed"])
@@ -181,9 +230,16 @@ class BansProbe:
                 last = max(last, seq)
                 self._seen += 1
                 try:
-                    events.append(decode(payload))
+                    rec = decode_record(payload)
                 except ValueError:
                     self._bad += 1
+                    continue
+                if isinstance(rec, IpsTally):
+                    if self._tally is None or (rec.started_ns, rec.taken_ns) >= (self._tally.started_ns,
+                                                                                 self._tally.taken_ns):
+                        self._tally = rec
+                else:
+                    events.append(rec)
             if not first_sight:
                 if got_first is None:
                     self._missed += want
@@ -194,7 +250,7 @@ class BansProbe:
             self._next_seq.pop(gone, None)
             self._published_base += self._committed.pop(gone, 0)
         return BansSample(self.source, int(snap.taken_mono_ns), int(snap.taken_realtime_ns), tuple(events),
-                          self._seen, self._bad, self._missed, self._published(), None, "")
+                          self._seen, self._bad, self._missed, self._published(), None, "", ips=self._tally)
 
     def _close(self) -> None:
         if self._mon is not None:

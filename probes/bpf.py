@@ -30,9 +30,11 @@ function tracer or hardware PMU; see DESIGN.md) and how it is used:
 - perf software ``cpu-clock`` at ``oncpu_hz`` on every CPU: on-CPU samples.
 
 The program is compiled once per profiler in :meth:`BpfProfiler.start`
-(seconds: :attr:`BpfProfiler.state` says ``compiling`` meanwhile), with the
-target's tgid as a constant so every handler returns after one compare for
-other processes.  Maps are aggregated in the kernel and read (and deleted)
+(seconds: :attr:`BpfProfiler.state` says ``compiling`` meanwhile); the
+target's tgid is an entry of the one-slot array ``target`` (every handler
+returns after one lookup and compare for other processes), so a parked
+profiler can be pointed at another pid (:meth:`BpfProfiler.retarget`)
+without compiling again.  Maps are aggregated in the kernel and read (and deleted)
 once per :meth:`sample`.  Full maps and unstorable stacks are counted and
 reported in ``ProfileSample.extra`` (``*_map_full``, ``*stack_eexist``,
 ``*stack_enomem``), never silent; a lost stack also shows as a
@@ -63,310 +65,36 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from fipstop.probes.bpf_program import ERRORS, NRANGES, OFF_SAMPLE, WAKE_SAMPLE, program_text
-from fipstop.probes.stacks import LockWait, ProfileSample, StackCount
+from fipstop.probes.bpf_decode import (
+    FutexRow,
+    ScanResolver,
+    StackResolver,
+    WakeRow,
+    build_locks,
+    build_stacks,
+    clean_user_frames,
+    looks_like_call,
+    read_maps,
+    region_of,
+    text_ranges,
+)
+from fipstop.probes.bpf_program import NRANGES, OFF_SAMPLE, program_text
+from fipstop.probes.stacks import ProfileSample
 
-__all__ = [
-    "BpfProfiler", "PREEMPTED_FRAME", "WOKEN_FRAME", "OffRow", "clean_user_frames", "FutexRow", "WakeRow", "lost_frame", "merge_frames",
-    "build_stacks", "build_locks", "region_of", "read_maps", "prepare_tracing", "text_ranges",
-    "looks_like_call", "combine_user",
-]
-
-EEXIST, ENOMEM, EFAULT, ENOENT = 17, 12, 14, 2
-PREEMPTED_FRAME = "[preempted: runnable]"
-WOKEN_FRAME = "[woken: waiting for a CPU]"
-#: map sizes (entries); the stack map is the big one (48 frames x 8 B each)
+#: map sizes (entries); the kernel stack map is the big one (48 frames x 8 B each: 6 MB)
 STACKS = 16384
+#: user stacks are short (12 frames x 8 B: 6 MB at 64 Ki entries) and far more varied: a frame-pointer walk
+#: through code built without frame pointers ends in garbage, so nearly every sample is a new stack
+USTACKS = 65536
 THREADS = 8192
 KEYS = 16384
-#: the stack map is reset once this share of it may be in use
-STACK_RESET_SHARE = 0.25  # stacks collide (EEXIST) more often as the map fills
-
-
-# --------------------------------------------------------------------------- #
-# pure parts: decoding and aggregation (unit-tested without bcc or root)
-# --------------------------------------------------------------------------- #
-@dataclass(frozen=True, slots=True)
-class OffRow:
-    """One entry of the offcpu/oncpu maps."""
-
-    tid: int
-    ustack: int
-    kstack: int
-    #: 0 blocked; 1 preempted (still runnable); 2 woken, waiting for a CPU
-    runnable: int
-    value: int
-    #: return-address candidates from scanning the user stack (innermost first)
-    scan: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class FutexRow:
-    uaddr: int
-    tid: int
-    ustack: int
-    wait_ns: int
-    waits: int
-    #: FUTEX_WAIT_BITSET-like: a condition variable, semaphore or join (waiting
-    #: for work), not a lock; kept out of the lock table
-    condvar: bool = False
-    scan: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class WakeRow:
-    uaddr: int
-    tid: int
-    ustack: int
-    woken: int
-    scan: tuple[int, ...] = ()
-
-
-def lost_frame(stack_id: int, user: bool) -> str | None:
-    """The placeholder frame for a negative stack id (None: no frames, as
-    for the kernel stack of a thread sampled in user mode)."""
-    side = "user" if user else "kernel"
-    if stack_id == -ENOENT:  # not taken on purpose (a preempted thread)
-        return None
-    if stack_id == -EEXIST:
-        return f"[{side} stack lost: hash collision]"
-    if stack_id == -ENOMEM:
-        return f"[{side} stack lost: stack map full]"
-    if stack_id == -EFAULT:
-        return "[no user stack]" if user else None
-    return f"[{side} stack lost: error {-stack_id}]"
-
-
-def clean_user_frames(leaf_first: list[str]) -> tuple[str, ...]:
-    """Frame-pointer walks through code built without frame pointers run
-    into garbage: stop at the first address that lies in no mapping (shown
-    as ``0x...``) and collapse runs of one repeated frame."""
-    out: list[str] = []
-    for i, f in enumerate(leaf_first):
-        if f.startswith("0x") and i > 0:
-            out.append("[truncated: no frame pointer]")
-            break
-        if out and out[-1] == f:
-            continue
-        out.append(f)
-    return tuple(out)
-
-
-def merge_frames(user_leaf_first: Iterable[str], kernel_leaf_first: Iterable[str]) -> tuple[str, ...]:
-    """Root first: the user stack from its outermost frame down to the
-    leaf, then the kernel stack from the syscall entry to the leaf; kernel
-    frames carry flamegraph.pl's ``_[k]`` suffix."""
-    user = list(user_leaf_first)[::-1]
-    kernel = [f if f.endswith("_[k]") else f + "_[k]" for f in list(kernel_leaf_first)[::-1]]
-    return tuple(user + kernel)
-
-
-StackResolver = Callable[[int, bool], tuple[str, ...]]
-"""(stack id >= 0, user?) -> frames, leaf first."""
-
-
-ScanResolver = Callable[[tuple[int, ...]], tuple[str, ...]]
-"""return-address candidates -> the frames of those that hold up, innermost first."""
-
-TRUNCATED = "[truncated: no frame pointer]"
-
-
-def looks_like_call(before: bytes) -> bool:
-    """Do the bytes just before a return-address candidate end with an x86-64
-    call instruction?  (``e8 rel32``, or ``ff /2`` register/memory forms of
-    2, 3, 4, 6 or 7 bytes.)  Filters stale data out of scanned stacks."""
-    n = len(before)
-    if n >= 5 and before[-5] == 0xE8:
-        return True
-    for size in (2, 3, 4, 6, 7):
-        if n >= size and before[-size] == 0xFF and (before[-size + 1] & 0x38) == 0x10:
-            return True
-    return False
-
-
-def combine_user(fp_leaf_first: tuple[str, ...], scanned: tuple[str, ...]) -> tuple[str, ...]:
-    """The frame-pointer walk when it got anywhere; else its leaf followed by
-    the scanned callers (consecutive repeats collapsed)."""
-    real = [f for f in fp_leaf_first if f != TRUNCATED]
-    if not scanned or (len(real) >= 3 and TRUNCATED not in fp_leaf_first):
-        return fp_leaf_first
-    out = real[:1] if real else []
-    for f in scanned:
-        if not out or out[-1] != f:
-            out.append(f)
-    return tuple(out)
-
-
-def _frames(ustack: int, kstack: int, resolve: StackResolver, scan: tuple[int, ...] = (),
-            resolve_scan: ScanResolver | None = None) -> tuple[str, ...]:
-    if ustack >= 0:
-        u: tuple[str, ...] = resolve(ustack, True)
-        if scan and resolve_scan is not None:
-            u = combine_user(u, resolve_scan(scan))
-    else:
-        lf = lost_frame(ustack, True)
-        u = (lf,) if lf else ()
-    if kstack >= 0:
-        k: tuple[str, ...] = resolve(kstack, False)
-    else:
-        lf = lost_frame(kstack, False)
-        k = (lf,) if lf else ()
-    return merge_frames(u, k)
-
-
-def build_stacks(rows: Iterable[OffRow], resolve: StackResolver, thread_name: Callable[[int], str],
-                 *, mark_runnable: bool = True, resolve_scan: ScanResolver | None = None) -> tuple[StackCount, ...]:
-    """One :class:`StackCount` per (tid, frames), largest first; run-queue
-    time stands apart from blocking: a stack the thread left while still
-    runnable gets :data:`PREEMPTED_FRAME` as its leaf, and the time between a
-    blocked thread's wake-up and its return to a CPU is the stackless
-    :data:`WOKEN_FRAME`."""
-    agg: dict[tuple[int, tuple[str, ...]], int] = defaultdict(int)
-    for r in rows:
-        if r.value <= 0:
-            continue
-        frames = _frames(r.ustack, r.kstack, resolve, r.scan, resolve_scan)
-        if mark_runnable and r.runnable:
-            frames = frames + (WOKEN_FRAME if r.runnable == 2 else PREEMPTED_FRAME,)
-        agg[(r.tid, frames)] += r.value
-    out = [StackCount(frames=f, value=v, tid=tid, thread=thread_name(tid)) for (tid, f), v in agg.items()]
-    out.sort(key=lambda s: (-s.value, s.tid, s.frames))
-    return tuple(out)
-
-
-def build_locks(futex_rows: Iterable[FutexRow], wake_rows: Iterable[WakeRow], resolve: StackResolver,
-                thread_name: Callable[[int], str], region: Callable[[int], str] = lambda a: "",
-                *, limit: int = 64, resolve_scan: ScanResolver | None = None) -> tuple[LockWait, ...]:
-    """Lock waits grouped by futex address, most waited-on first; waiting
-    stacks valued in ns, holder (waker) stacks in threads woken."""
-    waits: dict[int, list[FutexRow]] = defaultdict(list)
-    for r in futex_rows:
-        if not r.condvar:
-            waits[r.uaddr].append(r)
-    wakes: dict[int, list[WakeRow]] = defaultdict(list)
-    for w in wake_rows:
-        wakes[w.uaddr].append(w)
-    locks = []
-    for addr, rows in waits.items():
-        stacks = build_stacks((OffRow(r.tid, r.ustack, -EFAULT, False, r.wait_ns, r.scan) for r in rows),
-                              resolve, thread_name, mark_runnable=False, resolve_scan=resolve_scan)
-        holders = build_stacks((OffRow(w.tid, w.ustack, -EFAULT, False, w.woken, w.scan)
-                                for w in wakes.get(addr, ())),
-                               resolve, thread_name, mark_runnable=False, resolve_scan=resolve_scan)
-        locks.append(LockWait(
-            address=addr,
-            wait_ns=sum(r.wait_ns for r in rows),
-            waits=sum(r.waits for r in rows),
-            waiter_tids=tuple(sorted({r.tid for r in rows})),
-            stacks=stacks,
-            holder_stacks=holders,
-            region=region(addr),
-        ))
-    locks.sort(key=lambda lk: (-lk.wait_ns, lk.address))
-    return tuple(locks[:limit])
-
-
-def region_of(addr: int, maps_text: str) -> str:
-    """Where ``addr`` lies in a process given its /proc/PID/maps text:
-    ``libc.so.6 data``, ``[heap]``, ``[stack]``, ``anon``, or ``""``."""
-    for line in maps_text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) < 5:
-            continue
-        try:
-            lo_s, hi_s = parts[0].split("-")
-            lo, hi = int(lo_s, 16), int(hi_s, 16)
-        except ValueError:
-            continue
-        if not lo <= addr < hi:
-            continue
-        perms = parts[1]
-        path = parts[5].strip() if len(parts) > 5 else ""
-        if path.startswith("["):
-            return path
-        if not path:
-            return "anon"
-        kind = "text" if "x" in perms else ("data" if "w" in perms else "rodata")
-        return f"{os.path.basename(path)} {kind}"
-    return ""
-
-
-def text_ranges(maps_text: str, limit: int) -> tuple[list[tuple[int, int]], int]:
-    """The executable mappings of a /proc/PID/maps text, sorted, adjacent
-    ones merged, at most ``limit`` (the largest kept); returns (ranges,
-    how many were left out)."""
-    spans = []
-    for line in maps_text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) < 2 or "x" not in parts[1]:
-            continue
-        if len(parts) > 5 and parts[5].strip() == "[vsyscall]":
-            continue
-        try:
-            lo_s, hi_s = parts[0].split("-")
-            spans.append((int(lo_s, 16), int(hi_s, 16)))
-        except ValueError:
-            continue
-    spans.sort()
-    merged: list[tuple[int, int]] = []
-    for lo, hi in spans:
-        if merged and lo <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
-        else:
-            merged.append((lo, hi))
-    dropped = max(0, len(merged) - limit)
-    if dropped:
-        merged = sorted(sorted(merged, key=lambda r: r[1] - r[0], reverse=True)[:limit])
-    return merged, dropped
-
-
-def read_maps(bpf, off_sample: int = OFF_SAMPLE
-              ) -> tuple[list[OffRow], list[OffRow], list[FutexRow], list[WakeRow], dict[str, int]]:
-    """Read and delete every aggregation map of a loaded program (batch
-    lookup-and-delete where the kernel has it, so nothing counted between
-    the read and the delete is lost); the error counters are read and zeroed.
-    Off-CPU sums are scaled by ``off_sample``, the program's sampling."""
-
-    def drain(name: bytes):
-        table = bpf[name]
-        try:
-            return list(table.items_lookup_and_delete_batch())
-        except Exception:  # older kernels: read, then delete what was read
-            items = list(table.items())
-            for k, _ in items:
-                try:
-                    del table[k]
-                except KeyError:
-                    pass
-            return items
-
-    def num(v) -> int:  # batch reads give ints, item reads ctypes
-        return int(getattr(v, "value", v))
-
-    def scan(k) -> tuple[int, ...]:
-        return tuple(int(a) for a in k.scan.ip if a)
-
-    # off-CPU periods and lock waits are followed 1 in off_sample times: scale the sums back
-    off = [OffRow(k.tid, k.ustack, k.kstack, int(k.runnable), num(v) * off_sample, scan(k))
-           for k, v in drain(b"offcpu")]
-    on = [OffRow(k.tid, k.ustack, k.kstack, False, num(v), scan(k)) for k, v in drain(b"oncpu")]
-    fx = [FutexRow(k.uaddr, k.tid, k.ustack, int(v.wait_ns) * off_sample, int(v.waits) * off_sample, k.kind == 3,
-                   scan(k)) for k, v in drain(b"futex")]
-    # a wake-up is seen only for a followed wait (1 in off_sample), then kept 1 in WAKE_SAMPLE
-    wk = [WakeRow(k.uaddr, k.tid, k.ustack, num(v) * WAKE_SAMPLE * off_sample, scan(k)) for k, v in drain(b"wakes")]
-    errs: dict[str, int] = {}
-    table = bpf[b"errors"]
-    for i, name in enumerate(ERRORS):
-        v = int(getattr(table[table.Key(i)], "value", 0))
-        if v:
-            table[table.Key(i)] = table.Leaf(0)
-        errs[name] = int(v)
-    return off, on, fx, wk, errs
-
+#: a stack map is reset once this share of it may be in use.  The map is a hash table without chaining: a
+#: new stack whose bucket is taken is lost (EEXIST, counted), so the share of new stacks lost is about the
+#: share of the map in use; 25 % lost up to a third of the stacks on a busy producer, 8 % bounds it near 8 %
+STACK_RESET_SHARE = 0.08
 
 # --------------------------------------------------------------------------- #
 # tracefs / debugfs
@@ -421,6 +149,17 @@ def prepare_tracing() -> tuple[bool, str]:
     return True, "; ".join(notes)
 
 
+def _malloc_trim() -> None:
+    """Hand freed heap back to the kernel (glibc only; elsewhere nothing)."""
+    try:
+        import ctypes
+        import ctypes.util
+
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 # --------------------------------------------------------------------------- #
 # the profiler
 # --------------------------------------------------------------------------- #
@@ -444,14 +183,15 @@ class BpfProfiler:
         # of a switch-heavy target's throughput
         self.off_sample = int(off_sample)
         self.kernel_source = kernel_source
-        self.state = "idle"  # idle | compiling | running | failed | closed
+        self.state = "idle"  # idle | compiling | running | parked | failed | closed
         self.reason = ""
         self.notes: list[str] = []
         self.compile_s = 0.0
-        self._bpf = None
+        self._bpf: Any = None  # a bcc.BPF (bcc has no type information)
         self._lock = threading.Lock()
         self._last_ns = 0
-        self._stack_ids: set[int] = set()
+        self._stack_ids: set[int] = set()  # user stack ids in use (ustacks map)
+        self._kstack_ids: set[int] = set()  # kernel stack ids in use (stacks map)
         self._stack_cache: dict[tuple[int, bool], tuple[str, ...]] = {}
         self._sym_cache: dict[int, str] = {}
         self._ksym_cache: dict[int, str] = {}
@@ -512,7 +252,10 @@ class BpfProfiler:
 
     # -- lifecycle --------------------------------------------------------- #
     def start(self) -> None:
-        """Compile and attach (takes seconds).  Never raises."""
+        """Compile and attach (takes seconds).  Never raises.  A parked
+        program is attached again instead (no compile)."""
+        if self.state == "parked" and self.resume():
+            return
         with self._lock:
             if self.state in ("running", "failed", "closed"):
                 return
@@ -557,7 +300,8 @@ class BpfProfiler:
             ok, where = tracing_status()
             if ok:
                 bcc.TRACEFS = where
-        text = program_text(self.pid, min_ns=self.offcpu_min_us * 1000, stacks=STACKS, threads=THREADS, keys=KEYS,
+        text = program_text(min_ns=self.offcpu_min_us * 1000, stacks=STACKS, ustacks=USTACKS, threads=THREADS,
+                            keys=KEYS,
                             off_sample=self.off_sample)
         env_src = self.kernel_source or self._kh_env
         old_env = os.environ.get("BCC_KERNEL_SOURCE")
@@ -592,10 +336,94 @@ class BpfProfiler:
                                             fn_name=b"on_cpu", sample_freq=max(1, int(round(self.oncpu_hz))))
             except Exception as exc:
                 self.notes.append(f"on-CPU sampling off: cpu-clock perf event failed ({exc})")
+        self._set_target()
         self._load_ranges(_read(f"/proc/{self.pid}/maps"))
         read_maps(self._bpf, self.off_sample)  # drop what was counted before the text ranges were known
         self._last_ns = time.monotonic_ns()
         self.state = "running"
+
+    def _set_target(self) -> None:
+        table = self._bpf[b"target"]
+        table[table.Key(0)] = table.Leaf(self.pid)
+
+    def retarget(self, pid: int) -> bool:
+        """Point a parked program at process ``pid`` (the next :meth:`start`
+        attaches it): no compile.  Everything known of the previous pid
+        (symbols, thread names, the stack map, loss totals) is dropped.
+        False when not parked."""
+        with self._lock:
+            if self.state != "parked" or self._bpf is None:
+                return False
+            if int(pid) == self.pid:
+                return True
+            self.pid = int(pid)
+            self._set_target()
+            for name in (b"stacks", b"ustacks", b"swcache", b"wkcache", b"offstart"):
+                try:
+                    self._bpf[name].clear()
+                except Exception:
+                    pass
+            read_maps(self._bpf, self.off_sample)  # drain the old pid's counts
+            self._stack_ids.clear()
+            self._kstack_ids.clear()
+            self._stack_cache.clear()
+            self._sym_cache.clear()
+            self._comm.clear()
+            self._lost_total.clear()
+            self._stack_resets = 0
+            self._call_ok.clear()
+            if self._mem_fd is not None:
+                os.close(self._mem_fd)
+                self._mem_fd = None
+            self._load_ranges(_read(f"/proc/{self.pid}/maps"))
+            return True
+
+    #: what the program attaches to (bcc attaches its TRACEPOINT_PROBEs itself, at compile)
+    TRACEPOINTS = (b"sched:sched_switch", b"sched:sched_waking")
+
+    def park(self) -> bool:
+        """Detach from the kernel but keep the compiled program, so a later
+        :meth:`resume` of the same pid costs no compile (bcc takes seconds,
+        43 s on a loaded host).  Parked, the target pays nothing.  False when
+        there is nothing to park (not running)."""
+        import bcc
+
+        with self._lock:
+            if self.state != "running" or self._bpf is None:
+                return False
+            for tp in self.TRACEPOINTS:
+                try:
+                    self._bpf.detach_tracepoint(tp=tp)
+                except Exception:
+                    pass
+            if self.oncpu_hz > 0:
+                try:
+                    self._bpf.detach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK)
+                except Exception:
+                    pass
+            self.state = "parked"
+            return True
+
+    def resume(self) -> bool:
+        """Attach a parked program again; False (and closed) when it cannot."""
+        import bcc
+
+        with self._lock:
+            if self.state != "parked" or self._bpf is None:
+                return False
+            try:
+                for tp in self.TRACEPOINTS:
+                    self._bpf.attach_tracepoint(tp=tp, fn_name=b"tracepoint__" + tp.replace(b":", b"__"))
+                if self.oncpu_hz > 0:
+                    self._bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
+                                                fn_name=b"on_cpu", sample_freq=max(1, int(round(self.oncpu_hz))))
+                read_maps(self._bpf, self.off_sample)  # nothing counted while parked, but drain anyway
+            except Exception as exc:
+                self._fail(f"re-attaching the parked program failed: {type(exc).__name__}: {exc}")
+                return False
+            self._last_ns = time.monotonic_ns()
+            self.state = "running"
+            return True
 
     def close(self) -> None:
         with self._lock:
@@ -605,13 +433,14 @@ class BpfProfiler:
                 except Exception:
                     pass
                 self._bpf = None
+                _malloc_trim()  # LLVM's compile left hundreds of MB in malloc's arenas
             if self._mem_fd is not None:
                 os.close(self._mem_fd)
                 self._mem_fd = None
             if self.state != "failed":
                 self.state = "closed"
 
-    def __enter__(self) -> "BpfProfiler":
+    def __enter__(self) -> BpfProfiler:
         self.start()
         return self
 
@@ -651,17 +480,21 @@ class BpfProfiler:
         # the stack map is a dictionary that outlives one interval (ids are
         # hashes of the frames, so an id stays valid); reset it before it fills
         for r in (*off, *on):
-            self._stack_ids.update(i for i in (r.ustack, r.kstack) if i >= 0)
-        for r in (*fx, *wk):
             if r.ustack >= 0:
                 self._stack_ids.add(r.ustack)
-        if len(self._stack_ids) > STACK_RESET_SHARE * STACKS or errs.get("ustack_enomem") or errs.get("kstack_enomem"):
+            if r.kstack >= 0:
+                self._kstack_ids.add(r.kstack)
+        held: list[FutexRow | WakeRow] = [*fx, *wk]
+        self._stack_ids.update(h.ustack for h in held if h.ustack >= 0)
+        if (len(self._stack_ids) > STACK_RESET_SHARE * USTACKS or len(self._kstack_ids) > STACK_RESET_SHARE * STACKS
+                or errs.get("ustack_enomem") or errs.get("kstack_enomem")):
             for name in (b"stacks", b"ustacks"):
                 try:
                     bpf[name].clear()
                 except Exception:
                     pass
             self._stack_ids.clear()
+            self._kstack_ids.clear()
             self._stack_cache.clear()
             self._stack_resets += 1
         for k, v in errs.items():

@@ -3,7 +3,9 @@
 Only tracepoints and perf software events: this kind of machine has no
 kprobes, fentry or hardware PMU, and a uprobe (~13 us a hit) is far too
 expensive for paths a producer runs per record.  Every handler returns at
-once for other processes (``tgid != TGID``); the work is in-kernel
+once for other processes (``tgid != TGID``: the target's tgid is read from
+the one-entry array ``target``, which user space sets and may change, so one
+compiled program profiles any pid: bcc's compile takes seconds); the work is in-kernel
 aggregation into hash maps that user space reads (and deletes) once per
 interval.  No handler dereferences ``task_struct``: the headers bcc compiles
 against may be from another kernel version (see fipstop.profile.kheaders), so
@@ -47,7 +49,7 @@ TEMPLATE = r"""
 #include <uapi/linux/ptrace.h>
 #include <uapi/linux/bpf_perf_event.h>
 
-#define TGID __TGID__
+#define TGID target_tgid()
 #define MIN_NS __MIN_NS__ULL
 #define CACHE_NS __CACHE_NS__ULL
 #define WAKE_SAMPLE __WAKE_SAMPLE__
@@ -132,7 +134,7 @@ BPF_TABLE("stacktrace", int, struct stack_t, stacks, __STACKS__);
 struct ustack_t {
     u64 ip[__USTACK_DEPTH__];
 };
-BPF_TABLE("stacktrace", int, struct ustack_t, ustacks, __STACKS__);
+BPF_TABLE("stacktrace", int, struct ustack_t, ustacks, __USTACKS__);
 BPF_HASH(offstart, u32, struct start_t, __THREADS__);
 BPF_HASH(offcpu, struct key_t, u64, __KEYS__);
 BPF_HASH(oncpu, struct key_t, u64, __KEYS__);
@@ -145,6 +147,16 @@ BPF_TABLE("lru_hash", u32, struct cache_t, swcache, __THREADS__);
 BPF_TABLE("lru_hash", u32, struct cache_t, wkcache, __THREADS__);
 BPF_ARRAY(cachehits, u64, 2);  /* [0] stacks reused, [1] stacks taken */
 BPF_PERCPU_ARRAY(scratch, struct words_t, 1);
+/* [0]: the tgid profiled, set by user space (0: none yet; nothing matches) */
+BPF_ARRAY(target, u32, 1);
+
+static __always_inline u32 target_tgid(void) {
+    int z = 0;
+    u32 *t = target.lookup(&z);
+    /* no tgid is 0xffffffff (pid_max <= 2^22): an unset target matches nobody,
+     * not the idle task's tgid 0 */
+    return (t && *t) ? *t : 0xffffffffu;
+}
 
 static __always_inline void err(int idx) {
     u64 *v = errors.lookup(&idx);
@@ -433,18 +445,20 @@ SCAN_WORDS = 32    # user stack words scanned (256 bytes above the stack pointer
 NRANGES = 64       # text mappings of the target (a power of two)
 
 
-def program_text(tgid: int, *, min_ns: int, stacks: int, threads: int, keys: int,
-                 off_sample: int = OFF_SAMPLE) -> str:
-    """The C text for one target process (its tgid is a compile-time
-    constant so the filter is one compare); ``off_sample``: follow 1 in that
-    many off-CPU periods (a power of two)."""
-    if tgid <= 0:
-        raise ValueError(f"bad tgid {tgid}")
+def program_text(*, min_ns: int, stacks: int, threads: int, keys: int, off_sample: int = OFF_SAMPLE,
+                 ustacks: int | None = None) -> str:
+    """The C text of the profiler (the target's tgid is not in it: user space
+    writes it into the ``target`` array, so one compile serves every pid);
+    ``off_sample``: follow 1 in that many off-CPU periods (a power of two);
+    ``stacks``/``ustacks``: entries of the kernel and user stack maps."""
     if off_sample < 1 or off_sample & (off_sample - 1):
         raise ValueError(f"off_sample must be a power of two, not {off_sample}")
     text = TEMPLATE % {"err_enum": ", ".join(f"ERR_{e}" for e in ERRORS)}
-    for k, v in (("__TGID__", tgid), ("__MIN_NS__", max(0, int(min_ns))), ("__STACKS__", stacks),
+    for k, v in (("__MIN_NS__", max(0, int(min_ns))), ("__STACKS__", stacks),
+                 ("__USTACKS__", stacks if ustacks is None else ustacks),
                  ("__THREADS__", threads), ("__KEYS__", keys), ("__RUNNABLE_MASK__", RUNNABLE_MASK),
-                 ("__NSCAN__", NSCAN), ("__CACHE_NS__", CACHE_NS), ("__WAKE_SAMPLE__", WAKE_SAMPLE), ("__OFF_SAMPLE__", off_sample), ("__NR_FUTEX__", NR_FUTEX), ("__STACK_DEPTH__", STACK_DEPTH), ("__USTACK_DEPTH__", USTACK_DEPTH), ("__SCAN_WORDS__", SCAN_WORDS), ("__NRANGES__", NRANGES)):
+                 ("__NSCAN__", NSCAN), ("__CACHE_NS__", CACHE_NS), ("__WAKE_SAMPLE__", WAKE_SAMPLE),
+                 ("__OFF_SAMPLE__", off_sample), ("__NR_FUTEX__", NR_FUTEX), ("__STACK_DEPTH__", STACK_DEPTH),
+                 ("__USTACK_DEPTH__", USTACK_DEPTH), ("__SCAN_WORDS__", SCAN_WORDS), ("__NRANGES__", NRANGES)):
         text = text.replace(k, str(int(v)))
     return text

@@ -16,7 +16,10 @@ and measures its time-to-ban the same way (first offending log line -> ban):
   earlier); ``timeofban`` for rows that were there before it started.
 
 Bans in force come from the ``bips`` table (``bantime`` < 0 or
-``timeofban + bantime`` in the future).  With only a socket
+``timeofban + bantime`` in the future); a ban that leaves it (lifted with
+``fail2ban-client set JAIL unbanip``, or ended) becomes an ``unban`` event.
+Each ban event carries its end (``expires_ns``: timeofban + bantime, or
+``permanent``).  With only a socket
 (``fail2ban-client -s SOCK status``) the probe reports the bans in force per
 jail and no events.  Rows are hostile input (anyone who can log a line chooses
 part of ``matches``): bad rows are counted, never raised.
@@ -37,8 +40,8 @@ import threading
 import time
 import urllib.parse
 
-from fipstop.errors import one_line
 from fipstop.bans import BanEvent
+from fipstop.errors import one_line
 from fipstop.probes.bans import BansSample
 
 __all__ = ["DEFAULT_DB", "DEFAULT_SOCKET", "Fail2BanProbe", "line_time_ns"]
@@ -46,6 +49,8 @@ __all__ = ["DEFAULT_DB", "DEFAULT_SOCKET", "Fail2BanProbe", "line_time_ns"]
 DEFAULT_DB = "/var/lib/fail2ban/fail2ban.sqlite3"
 DEFAULT_SOCKET = "/var/run/fail2ban/fail2ban.sock"
 MAX_ROWS_PER_SAMPLE = 65536
+#: bans in force the probe follows for unban events (``bips``); above it, only the bans' ends
+IN_FORCE_ROWS_MAX = 1 << 17
 
 _MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
                                        "dec"), 1)}
@@ -80,10 +85,10 @@ def line_time_ns(line: str, *, year: int | None = None) -> int | None:
                          m.group(7))
     m = _ISO.match(line)
     if m:
-        g = [int(x) for x in m.groups()[:6]]
-        if not (1 <= g[1] <= 12 and 1 <= g[2] <= 31):
+        y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
+        if not (1 <= mo <= 12 and 1 <= d <= 31):
             return None
-        return _local_ns(*g, m.group(7))
+        return _local_ns(y, mo, d, h, mi, s, m.group(7))
     m = _SYSLOG.match(line)
     if m:
         mo = _MONTHS.get(m.group(1).lower())
@@ -110,6 +115,7 @@ class Fail2BanProbe:
         self.socket_path = socket_path
         self.client = client or shutil.which("fail2ban-client") or "fail2ban-client"
         self._last_rowid: int | None = None  # None: not started (rows present then are history)
+        self._in_force_before: set[tuple[str, str]] | None = None  # bips in force at the previous sample
         self._seen = 0
         self._bad = 0
         self._lock = threading.Lock()
@@ -159,6 +165,7 @@ class Fail2BanProbe:
                                "WHERE rowid > ? ORDER BY rowid LIMIT ?", (since, MAX_ROWS_PER_SAMPLE)).fetchall()
             active = None
             table = "bips" if "bips" in tables else "bans"
+            in_force = self._in_force(con, now) if "bips" in tables else None
             try:
                 active = int(con.execute(f"SELECT count(*) FROM {table} WHERE bantime < 0 OR timeofban + bantime > ?",
                                          (now // 1_000_000_000,)).fetchone()[0])
@@ -167,20 +174,49 @@ class Fail2BanProbe:
         finally:
             con.close()
         events = []
-        for rowid, jail, ip, timeofban, _bantime, bancount, data in rows:
+        for rowid, jail, ip, timeofban, bantime, bancount, data in rows:
             self._last_rowid = max(self._last_rowid or 0, int(rowid))
             self._seen += 1
-            ev = self._event(jail, ip, timeofban, bancount, data, observed_ns=None if start is None else now)
+            ev = self._event(jail, ip, timeofban, bancount, data, observed_ns=None if start is None else now,
+                             bantime=bantime)
             if ev is None:
                 self._bad += 1
             else:
                 events.append(ev)
         if self._last_rowid is None:
             self._last_rowid = 0
+        if in_force is not None:
+            # a ban lifted (fail2ban-client unbanip) or ended: an unban event, so the list of bans in force follows
+            # (also one banned and lifted between two samples)
+            if self._in_force_before is not None:
+                banned = {(e.jail, e.ip) for e in events}
+                events += [BanEvent("unban", ip, jail, 0, 0, now, 0, "fail2ban", "ok", self.source)
+                           for jail, ip in sorted((self._in_force_before | banned) - in_force)]
+            self._in_force_before = in_force
         return BansSample(self.source, mono, now, tuple(events), self._seen, self._bad, 0, self._seen, active, "",
                           probe=self.name)
 
-    def _event(self, jail, ip, timeofban, bancount, data, observed_ns: int | None) -> BanEvent | None:
+    def _in_force(self, con: sqlite3.Connection, now_ns: int) -> set[tuple[str, str]] | None:
+        """(jail, address) of every ban in force (``bips``); None when there are more than IN_FORCE_ROWS_MAX
+        (no unban events then: the bans' ends still take them off the list)."""
+        try:
+            rows = con.execute("SELECT jail, ip FROM bips WHERE bantime < 0 OR timeofban + bantime > ? LIMIT ?",
+                               (now_ns // 1_000_000_000, IN_FORCE_ROWS_MAX + 1)).fetchall()
+        except sqlite3.Error:
+            return None
+        if len(rows) > IN_FORCE_ROWS_MAX:
+            return None
+        out = set()
+        for jail, ip in rows:
+            if isinstance(jail, str) and isinstance(ip, str):
+                try:
+                    out.add((jail, str(ipaddress.ip_address(ip.strip()))))
+                except ValueError:
+                    continue
+        return out
+
+    def _event(self, jail, ip, timeofban, bancount, data, observed_ns: int | None,
+               bantime: object = None) -> BanEvent | None:
         if not isinstance(jail, str) or not isinstance(ip, str) or not isinstance(timeofban, int):
             return None
         try:
@@ -213,8 +249,15 @@ class Fail2BanProbe:
         ban = observed_ns if observed_ns is not None else trigger
         ban = max(ban, first)
         hits = failures or len(matches) or (bancount if isinstance(bancount, int) and bancount > 0 else 0)
+        # bantime: seconds, -1 for ever; absent (Fail2Ban before 0.10) or not a number: unknown
+        expires, permanent = None, False
+        if isinstance(bantime, int) and not isinstance(bantime, bool):
+            if bantime < 0:
+                permanent = True
+            elif bantime < 1 << 32:
+                expires = (timeofban + bantime) * 1_000_000_000
         return BanEvent("ban", ip, jail, min(first, ban), min(trigger, ban), ban, int(min(hits, 1 << 31)),
-                        "fail2ban", "ok", self.source)
+                        "fail2ban", "ok", self.source, expires_ns=expires, permanent=permanent)
 
     # -- socket -----------------------------------------------------------------------------
 

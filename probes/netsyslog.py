@@ -167,10 +167,10 @@ class NetSyslogProbe:
         if socks:
             by_inode, _ = fd_scan if fd_scan is not None else scan_socket_fds(root)
             named = []
-            for s in socks:
-                owners = tuple(sorted({pid for pid, _ in by_inode.get(s.inode, [])}))
-                named.append(UdpSocket(s.proto, s.local, s.port, s.rx_queue_bytes, s.tx_queue_bytes, s.drops,
-                                       s.inode, s.uid, owners, comm_of(root, owners[0]) if owners else ""))
+            for u in socks:
+                owners = tuple(sorted({pid for pid, _ in by_inode.get(u.inode, [])}))
+                named.append(UdpSocket(u.proto, u.local, u.port, u.rx_queue_bytes, u.tx_queue_bytes, u.drops,
+                                       u.inode, u.uid, owners, comm_of(root, owners[0]) if owners else ""))
             socks = named
         snmp = parse_snmp(_read(f"{root}/net/snmp") or "")
         snmp6 = parse_snmp6(_read(f"{root}/net/snmp6") or "")

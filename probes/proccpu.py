@@ -5,8 +5,8 @@ The diagnosis needs to tell "the consumer is slow because it is CPU-bound" from
 window.  This probe reads ``/proc/PID/stat`` (utime + stime, in clock ticks,
 plus the thread count) for a set of pids given by a callable - the pids the
 ring probe last saw - so it costs one small read per process per poll.
-Cumulative ticks are stored raw; :func:`cpu_pct` derives the share of one
-core between two samples (pure).
+Cumulative ticks are stored raw; :func:`fipstop.model.cpu.derive_cpu`
+derives each process's share of one core between two samples.
 
 A pid that vanished is simply absent from the sample; a malformed stat line
 (comm may contain anything, even ``) (``) is parsed from the last ``)``.
@@ -19,7 +19,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-__all__ = ["ProcCpu", "ProcCpuProbe", "ProcCpuSample", "cpu_pct"]
+from fipstop.probes import names
+
+__all__ = ["ProcCpu", "ProcCpuProbe", "ProcCpuSample"]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -70,33 +72,8 @@ def parse_stat(text: str) -> tuple[str, int, int] | None:
         return None
 
 
-def runqueue_pct(prev: ProcCpuSample | None, cur: ProcCpuSample, pid: int) -> float:
-    """Share of one core's time ``pid``'s threads waited in the run queue (NaN: unknown).
-
-    A CPU-bound process on an overloaded machine shows little CPU and much
-    run-queue time: both together say it never waits for anything else."""
-    if prev is None:
-        return float("nan")
-    a, b = prev.get(pid), cur.get(pid)
-    dt = (cur.taken_mono_ns - prev.taken_mono_ns) / 1e9
-    if a is None or b is None or dt <= 0 or a.runqueue_ns < 0 or b.runqueue_ns < a.runqueue_ns:
-        return float("nan")
-    return 100.0 * (b.runqueue_ns - a.runqueue_ns) / 1e9 / dt
-
-
-def cpu_pct(prev: ProcCpuSample | None, cur: ProcCpuSample, pid: int) -> float:
-    """Share of one core ``pid`` used between two samples (NaN: unknown)."""
-    if prev is None:
-        return float("nan")
-    a, b = prev.get(pid), cur.get(pid)
-    dt = (cur.taken_mono_ns - prev.taken_mono_ns) / 1e9
-    if a is None or b is None or dt <= 0 or b.cpu_ticks < a.cpu_ticks:
-        return float("nan")
-    return 100.0 * (b.cpu_ticks - a.cpu_ticks) / cur.clk_tck / dt
-
-
 class ProcCpuProbe:
-    name = "cpu"
+    name = names.CPU
 
     def __init__(self, pids: Callable[[], Iterable[int]], *, procfs_root: str = "/proc", max_pids: int = 256) -> None:
         self.pids = pids
@@ -137,3 +114,6 @@ class ProcCpuProbe:
             if parsed is not None:
                 out.append(ProcCpu(pid, parsed[0], parsed[1], parsed[2], self._runqueue_ns(pid)))
         return ProcCpuSample(t, CLK_TCK, tuple(out))
+
+    def close(self) -> None:
+        """Nothing to release: every sample opens and closes what it reads."""

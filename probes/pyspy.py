@@ -38,6 +38,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from fipstop.children import popen
 from fipstop.probes.stacks import ProfileSample, StackCount
 
 __all__ = ["PySpyProfiler", "find_pyspy", "is_python_process", "parse_raw"]
@@ -116,7 +117,7 @@ class _Recorder:
         self.out = out
         self.err = out.with_suffix(".err")
         with open(self.err, "wb") as err:
-            self.proc = subprocess.Popen([*argv, "-o", str(out)], stdin=subprocess.DEVNULL,
+            self.proc = popen([*argv, "-o", str(out)], stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
 
     def stop(self, timeout: float = 5.0) -> tuple[list[StackCount] | None, str]:

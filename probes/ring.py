@@ -5,7 +5,7 @@ the raw :class:`fipstop.ring.DomainSnapshot` of each domain (numpy views of
 the counters libfips keeps in shared memory), the monotonic and realtime
 clocks when the sample was taken, and one :class:`DomainError` per domain
 that could not be read (bad file, wrong owner, vanished ...).  Nothing is
-derived here: rates, lags and states come from ``fipstop.model.derive``, so a
+derived here: rates, lags and states come from ``fipstop.model.rings.derive_rings``, so a
 recording of raw samples replays to the very same numbers.
 
 The probe keeps one read-only ``Monitor`` per domain open between samples
@@ -29,6 +29,8 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from fipstop.probes import names
 
 if TYPE_CHECKING:  # pragma: no cover
     from fipstop._fips import Monitor
@@ -64,6 +66,8 @@ class RawSample:
     domains: tuple[DomainSnapshot, ...] = ()
     errors: tuple[DomainError, ...] = ()
     unavailable: str = ""
+    #: domains read, with a warning about them: a world-writable file (fipstop.ring.others_may_write)
+    warnings: tuple[DomainError, ...] = ()
     probe: str = "ring"
     schema_version: int = SCHEMA_VERSION
 
@@ -101,16 +105,21 @@ class _Open:
     monitor: Monitor
     ident: tuple[int, int]  # (st_dev, st_ino) of the file when opened
     path: str = ""
+    mapped_bytes: int = 0  # the file's size when mapped (what a truncation took away from)
 
 
-def _one_line(text: str) -> str:
+class _Truncated(Exception):
+    """A domain that shrank under its mapping; str() is the one line to report."""
+
+
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
 class RingProbe:
     """Samples every domain in ``shm_dir`` (or only ``domains``)."""
 
-    name = "ring"
+    name = names.RING
 
     def __init__(
         self,
@@ -123,10 +132,14 @@ class RingProbe:
         from fipstop.ring import resolve_shm_dir
 
         self.shm_dir = resolve_shm_dir(shm_dir)
-        self.domains = tuple(domains) if domains else None
+        self.domains = tuple(domains) if domains is not None else None  # (): no domain at all
         self.any_owner = any_owner
         self.host = host if host is not None else socket.gethostname()
         self._open: dict[str, _Open] = {}
+        # domains that shrank under their mapping: (st_dev, st_ino) -> the one line said,
+        # repeated while that file stays; a file replaced under the name is opened afresh
+        self._truncated: dict[str, tuple[tuple[int, int], str]] = {}
+        self.last_sample: RawSample | None = None
         # sample() and tap() may run in different worker threads.
         self._lock = threading.Lock()
 
@@ -146,7 +159,7 @@ class RingProbe:
         return True, ""
 
     def sample(self) -> RawSample:
-        from fipstop.ring import list_domains
+        from fipstop.ring import list_domains, others_may_write
 
         with self._lock:
             ok, reason = self.available()
@@ -154,18 +167,19 @@ class RingProbe:
                 self._close_all()
                 return self._empty(unavailable=reason)
             if self.domains is not None:
-                names = list(self.domains)
+                wanted = list(self.domains)
                 explicit = True
             else:
                 try:
-                    names = list_domains(self.shm_dir)
+                    wanted = list_domains(self.shm_dir)
                 except OSError as exc:
                     self._close_all()
                     return self._empty(unavailable=f"{self.shm_dir}: {exc.strerror or exc}")
                 explicit = False
             snaps: list[DomainSnapshot] = []
             errors: list[DomainError] = []
-            for name in sorted(set(names)):
+            warnings: list[DomainError] = []
+            for name in sorted(set(wanted)):
                 try:
                     snap = self._snapshot(name)
                 except FileNotFoundError:
@@ -173,13 +187,20 @@ class RingProbe:
                     if explicit:
                         errors.append(DomainError(name, "no such domain"))
                     continue
+                except _Truncated as exc:
+                    errors.append(DomainError(name, str(exc)))
+                    continue
                 except Exception as exc:  # FipsError, OSError, ValueError: report, go on
                     self._forget(name)
                     errors.append(DomainError(name, _one_line(exc) or type(exc).__name__))
                     continue
                 snaps.append(snap)
-            for gone in set(self._open) - set(names):
+                if (warning := others_may_write(snap.path)) is not None:
+                    warnings.append(DomainError(name, warning))
+            for gone in set(self._open) - set(wanted):
                 self._forget(gone)
+            for gone in set(self._truncated) - set(wanted):
+                del self._truncated[gone]
             from fipstop import _fips
 
             sample = RawSample(
@@ -189,13 +210,14 @@ class RingProbe:
                 taken_realtime_ns=_fips.now_ns(),
                 domains=tuple(snaps),
                 errors=tuple(errors),
+                warnings=tuple(warnings),
             )
             self.last_sample = sample
             return sample
 
     def pids(self) -> set[int]:
         """Producer and consumer pids of the last sample (what the CPU probe follows)."""
-        s = getattr(self, "last_sample", None)
+        s = self.last_sample
         out: set[int] = set()
         for d in s.domains if s is not None else ():
             out.update(int(p) for p in d.rings["pid"][d.active_ring_indices()])
@@ -208,11 +230,19 @@ class RingProbe:
         with self._lock:
             try:
                 entry = self._monitor(domain)
-                recs, lapped = entry.monitor.tap(int(ring), int(max_records))
             except FileNotFoundError:
                 self._forget(domain)
                 return TapResult(domain, ring, error="no such domain")
             except Exception as exc:
+                return TapResult(domain, ring, error=_one_line(exc) or type(exc).__name__)
+            try:
+                recs, lapped = entry.monitor.tap(int(ring), int(max_records))
+            except Exception as exc:
+                from fipstop.ring import is_truncated
+
+                if is_truncated(exc):
+                    self._cut(domain, entry)
+                    return TapResult(domain, ring, error=self._truncated[domain][1])
                 return TapResult(domain, ring, error=_one_line(exc) or type(exc).__name__)
         return TapResult(
             domain,
@@ -249,21 +279,44 @@ class RingProbe:
         path = domain_path(name, self.shm_dir)
         st = os.stat(path)  # FileNotFoundError: the domain is gone
         ident = (st.st_dev, st.st_ino)
+        cut = self._truncated.get(name)
+        if cut is not None:
+            if cut[0] == ident:
+                raise _Truncated(cut[1])
+            del self._truncated[name]  # replaced: a new domain under the name
         entry = self._open.get(name)
         if entry is not None and entry.ident != ident:
             self._forget(name)
             entry = None
         if entry is None:
             mon = open_monitor(name, self.shm_dir, any_owner=self.any_owner)
-            entry = _Open(mon, ident, str(mon.path))
+            entry = _Open(mon, ident, str(mon.path), int(mon.header.file_size))
             self._open[name] = entry
         return entry
 
     def _snapshot(self, name: str) -> DomainSnapshot:
-        from fipstop.ring import DomainSnapshot
+        from fipstop.ring import DomainSnapshot, is_truncated, oldest_unreleased_ts
 
         entry = self._monitor(name)
-        return DomainSnapshot.from_raw(entry.monitor.snapshot(), entry.monitor.header, entry.path)
+        try:
+            raw = entry.monitor.snapshot()
+            return DomainSnapshot.from_raw(raw, entry.monitor.header, entry.path,
+                                           oldest_unreleased_ts(entry.monitor, raw),
+                                           records_no_ring=entry.monitor.no_ring())
+        except Exception as exc:
+            if not is_truncated(exc):
+                raise
+            self._cut(name, entry)
+            raise _Truncated(self._truncated[name][1]) from None
+
+    def _cut(self, name: str, entry: _Open) -> None:
+        """``name`` shrank under its mapping (libfips gave zero pages and
+        ETRUNC, not SIGBUS): close it and remember the one line to say while
+        that file stays."""
+        from fipstop.ring import truncated_line
+
+        self._truncated[name] = (entry.ident, truncated_line(name, entry.path, entry.mapped_bytes))
+        self._forget(name)
 
     def _forget(self, name: str) -> None:
         entry = self._open.pop(name, None)

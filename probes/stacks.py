@@ -22,6 +22,7 @@ Never imports textual.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["LockWait", "ProfileSample", "StackCount", "folded_lines"]
@@ -77,7 +78,7 @@ class ProfileSample:
     extra: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def unavailable(cls, source: str, pid: int, reason: str, taken_mono_ns: int = 0) -> "ProfileSample":
+    def unavailable(cls, source: str, pid: int, reason: str, taken_mono_ns: int = 0) -> ProfileSample:
         return cls(source=source, pid=pid, taken_mono_ns=taken_mono_ns, duration_ns=0,
                    available=False, reason=reason)
 
@@ -87,10 +88,13 @@ def _frame(s: str) -> str:
     return s.replace(";", ":").replace("\n", " ").replace("\r", " ") or "?"
 
 
-def folded_lines(stacks: tuple[StackCount, ...] | list[StackCount], *, with_thread: bool = True) -> list[str]:
+def folded_lines(stacks: Sequence[StackCount], *, with_thread: bool = True, divisor: int = 1) -> list[str]:
     """Brendan Gregg's folded format (flamegraph.pl, speedscope, inferno).
 
-    ``thread;root;...;leaf value`` per line, merged when equal, sorted.
+    ``thread;root;...;leaf value`` per line, merged when equal, sorted.  The
+    format has no place for a unit: ``divisor`` converts the values once
+    merged (1000: nanoseconds to the microseconds bcc's ``offcputime -f``
+    writes), rounded to the nearest; a stack that rounds to 0 is left out.
     """
     merged: dict[str, int] = {}
     for st in stacks:
@@ -99,4 +103,6 @@ def folded_lines(stacks: tuple[StackCount, ...] | list[StackCount], *, with_thre
             frames.insert(0, _frame(f"{st.thread or 'thread'}-{st.tid}"))
         key = ";".join(frames) if frames else "?"
         merged[key] = merged.get(key, 0) + int(st.value)
-    return [f"{k} {v}" for k, v in sorted(merged.items()) if v > 0]
+    half = divisor // 2
+    scaled = ((k, (v + half) // divisor) for k, v in sorted(merged.items()))
+    return [f"{k} {v}" for k, v in scaled if v > 0]

@@ -151,11 +151,13 @@ class ThreadSplit:
     #: the most frequent blocking labels (syscall + kernel function), with tick counts
     top_waits: tuple[tuple[str, int], ...] = ()
 
-    def pct(self, category: str) -> float:
-        return float(getattr(self, f"{category}_pct"))
-
     def shares(self) -> tuple[float, ...]:
-        return tuple(self.pct(c) for c in CATEGORIES)
+        """The shares in CATEGORIES order."""
+        return (self.oncpu_pct, self.runqueue_pct, self.lock_pct, self.io_pct, self.sleep_pct, self.other_pct)
+
+    def pct(self, category: str) -> float:
+        """The share of one of CATEGORIES."""
+        return self.shares()[CATEGORIES.index(category)]
 
 
 @dataclass(frozen=True)
@@ -183,7 +185,7 @@ class ThreadsSample:
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
-    def unavailable_sample(cls, pid: int, reason: str) -> "ThreadsSample":
+    def unavailable_sample(cls, pid: int, reason: str) -> ThreadsSample:
         return cls(pid=pid, comm="", taken_mono_ns=time.monotonic_ns(), duration_ns=0,
                    available=False, reason=reason)
 
@@ -319,7 +321,7 @@ class ThreadSampler:
                 t.close()
             self._threads.clear()
 
-    def __enter__(self) -> "ThreadSampler":
+    def __enter__(self) -> ThreadSampler:
         self.start()
         return self
 
@@ -332,7 +334,7 @@ class ThreadSampler:
         if self.pid == os.getpid():
             self._own_tid = threading.get_native_id()
         period = 1e9 / self.hz
-        nxt = time.monotonic_ns()
+        nxt: float = time.monotonic_ns()
         while not self._stop.is_set():
             c0 = time.thread_time_ns()
             try:

@@ -26,8 +26,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from fipstop.probes.netlink import NETLINK_SOCK_DIAG, NLM_F_DUMP, Message, NetlinkError, parse_attrs, \
-    permission_reason, request
+from fipstop.probes.netlink import (
+    NETLINK_SOCK_DIAG,
+    NLM_F_DUMP,
+    Message,
+    NetlinkError,
+    parse_attrs,
+    permission_reason,
+    request,
+)
 
 SOCK_DIAG_BY_FAMILY = 20
 AF_UNIX = 1

@@ -33,14 +33,25 @@ SHOTS = [
     # (file stem, (columns, rows), keys to press after the frames are in)
     ("overview-200x60", (200, 60), []),
     ("overview-80x24", (80, 24), []),
+    ("overview-nocolor-200x60", (200, 60), []),  # NO_COLOR=1: drops in reverse video, no colour anywhere
+    ("overview-log-200x60", (200, 60), ["l"]),  # the chart's y axis in decades
+    ("sort-menu-80x24", (80, 24), ["f6"]),  # F6: every sortable column, the hidden ones marked
     ("ring-detail-200x60", (200, 60), ["enter"]),
     ("ring-detail-80x24", (80, 24), ["enter"]),
     ("consumer-detail-200x60", (200, 60), ["tab", "down", "enter"]),
     ("help-80x24", (80, 24), ["question_mark"]),
+    ("profile-200x60", (200, 60), ["enter", "p"]),
+    ("profile-80x24", (80, 24), ["enter", "p"]),
+    ("profile-starting-80x24", (80, 24), ["enter", "p"]),
     ("backends-200x60", (200, 60), ["6"]),
     ("backends-80x24", (80, 24), ["6"]),
+    ("fipsipc-backends-200x60", (200, 60), ["6"]),  # with --fipsipc: the FIPS paper's prototype rings
+    ("fipsipc-overview-200x60", (200, 60), []),  # ... and their rings on the overview
     ("bans-200x60", (200, 60), ["5"]),
     ("bans-80x24", (80, 24), ["5"]),
+    ("banlist-200x60", (200, 60), ["5", "b"]),  # b: the banned-addresses view
+    ("banlist-80x24", (80, 24), ["5", "b"]),
+    ("banlist-filtered-120x40", (120, 40), ["5", "b", "slash", *"fail2ban", "enter"]),  # /: Fail2Ban's rows, their ends
     ("diagnosis-200x60", (200, 60), ["7"]),
     ("diagnosis-80x24", (80, 24), ["7"]),
     ("replay-200x60", (200, 60), ["space"]),
@@ -63,7 +74,7 @@ def _setup() -> None:
         kwargs.setdefault("font_aspect_ratio", 1200 / 1950)
         return export_svg(self, *args, **kwargs)
 
-    Console.export_svg = export_svg_06
+    Console.export_svg = export_svg_06  # type: ignore[method-assign]  # the patch is the point
 
 
 def normalise_svg(svg: str) -> str:
@@ -71,7 +82,7 @@ def normalise_svg(svg: str) -> str:
     after a hash of the terminal (``terminal-1234-r5``)."""
     import re
 
-    ids = {}
+    ids: dict[str, str] = {}
 
     def repl(m: re.Match) -> str:
         return ids.setdefault(m.group(0), f"terminal-{len(ids)}")
@@ -82,7 +93,8 @@ def normalise_svg(svg: str) -> str:
 async def take(stem: str, size: tuple[int, int], keys: list[str] | None, outdir: Path) -> Path:
     from fipstop import fixtures
     from fipstop.probes.ring import TapRecord, TapResult
-    from fipstop.sources import SampleListSource
+    from fipstop.sources.protocol import Source
+    from fipstop.sources.samples import SampleListSource
     from fipstop.views.app import FipsTopApp
 
     if keys is None:  # the empty state: a host without domains
@@ -99,27 +111,35 @@ async def take(stem: str, size: tuple[int, int], keys: list[str] | None, outdir:
                                         ("xn--bcher-kva.example", "A"), ("_dmarc.example.com", "TXT"),
                                         ("cdn.example.com", "A"), ("api.example.org", "AAAA"),
                                         ("ns1.example.net", "NS")] * 3)))}
-    from fipstop.backends import fixture_samples
-
     from fipstop.banfixtures import demo_ban_aux
 
     # ban activity (fipstop ips and Fail2Ban) on every shot: the header's bans/s slot too
-    aux = [{"backends": b, **bans} for b, bans in zip(fixture_samples(len(samples)), demo_ban_aux(len(samples)))]
-    source = SampleListSource(samples, 1.0, taps=taps, aux=aux)
+    aux = [{"backends": b, **bans} for b, bans in zip(fixtures.backend_samples(len(samples)),
+                                                       demo_ban_aux(len(samples)))]
+    if stem.startswith("fipsipc"):
+        aux = [a | {"fipsipc": f} for a, f in zip(aux, fixtures.fipsipc_samples(samples))]
+    profiles = None
+    if stem.startswith("profile"):  # the fixture's profile of the first ring's producer (pid 4242)
+        from fipstop.profile.demo import DEMO_PID, demo_report
+
+        profiles = {DEMO_PID: [demo_report()]}
+    source: Source = SampleListSource(samples, 1.0, taps=taps, aux=aux, profiles=profiles)
     if stem.startswith("replay"):  # the same frames, recorded, then replayed (the timeline line shows)
         import tempfile
 
-        from fipstop.record import Marker
-        from fipstop.recording import RecordingWriter
-        from fipstop.replay import ReplaySource
+        from fipstop.recording.marks import Marker
+        from fipstop.recording.replay import ReplaySource
+        from fipstop.recording.store import RecordingWriter
 
         rec = Path(tempfile.mkdtemp(prefix="fipstop-shots-")) / "demo.fsr"
         w = RecordingWriter(str(rec), interval_s=1.0, host=fixtures.HOST)
         marker = Marker()
         while (f := source.poll()) is not None:
-            w.append(f.raw, dict(f.aux), marker(f))
+            w.append(f.raw, marker(f))
         w.close()
         source = ReplaySource(str(rec), speed=16, follow=False)
+    if "nocolor" in stem:
+        os.environ["NO_COLOR"] = "1"  # textual reads it (and removes it) when the app is made
     app = FipsTopApp(source, paced=False)
     async with app.run_test(size=size) as pilot:
         for _ in range(2000):
@@ -131,6 +151,12 @@ async def take(stem: str, size: tuple[int, int], keys: list[str] | None, outdir:
             await pilot.press(k)
             await pilot.pause(0.1)
         await pilot.pause(0.2)
+        if stem.startswith("profile") and "starting" not in stem:
+            for _ in range(400):  # the first report comes one interval after the start
+                if app.profile_report is not None:
+                    break
+                await pilot.pause(0.01)
+            await pilot.pause(0.2)
         svg = app.export_screenshot(title=f"fipstop {stem}")
     path = outdir / f"{stem}.svg"
     path.write_text(normalise_svg(svg), encoding="utf-8")

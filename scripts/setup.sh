@@ -16,10 +16,20 @@ die() { say "error: $*"; exit 1; }
 # --- Debian packages ------------------------------------------------------
 # python3-bpfcc/bpfcc-tools + linux-headers: eBPF profiles (the running kernel may ship no headers: see
 # fipstop/profile/kheaders.py); fail2ban, nftables, auditd, iproute2: the IPS, backends and their tests;
-# libpcre2-8-0: fipstop._ipsfast (the IPS matcher) dlopens it.
+# libpcre2-8-0: fipstop._ipsfast (the IPS matcher) dlopens it; librsvg2-bin + fonts-firacode: scripts/screenshots.py's
+# PNGs (rsvg-convert, and the font textual's SVGs ask for); prometheus: promtool (check metrics, test rules) and the
+# server the scrape test runs; monitoring-plugins-basic: check_procs, the oracle of fipstop check's threshold table;
+# libconfig-dev: the FIPS paper's prototype (third_party FIPS-IPC) builds against it for tests and `fipstop bench ring`;
+# crowdsec + crowdsec-firewall-bouncer: the third IPS of `fipstop bench attack` and a ban source of the Bans panel
+# (run offline with configs of their own; the post-install needs the step before apt-get below);
+# bind9-dev: BIND's headers, the struct offsets of libfips_bind.so (`fipstop wrap --bind`); fstrm-bin: fstrm_capture,
+# the dnstap reader of `fipstop bench bind` mode dnstap.
 DEB_PACKAGES=(build-essential python3 python3-venv python3-dev rsyslog tmux bind9 bind9-utils bind9-dnsutils dnsperf
-              python3-bpfcc bpfcc-tools fail2ban nftables auditd iproute2 libpcre2-8-0
-              "linux-headers-amd64")
+              python3-bpfcc bpfcc-tools fail2ban nftables auditd iproute2 libpcre2-8-0 librsvg2-bin fonts-firacode
+              "linux-headers-amd64" prometheus monitoring-plugins-basic libconfig-dev crowdsec crowdsec-firewall-bouncer
+              bind9-dev fstrm-bin)
+# fipstop bench ring's peers, built by the bench itself (issue 21): boost::lockfree::spsc_queue, LTTng-UST, spdlog
+DEB_PACKAGES+=(libboost-dev liblttng-ust-dev lttng-tools libspdlog-dev)
 
 missing=()
 for pkg in "${DEB_PACKAGES[@]}"; do
@@ -32,6 +42,13 @@ if ((${#missing[@]})); then
     if [ "$(id -u)" -ne 0 ]; then
         command -v sudo >/dev/null || die "need root to install: ${missing[*]}"
         SUDO=(sudo)
+    fi
+    # CrowdSec's post-install registers with the online API (CAPI) unless its credentials file exists and is not
+    # empty; offline that fails and leaves apt with a half-configured package. fipstop never uses the CAPI.
+    if [[ " ${missing[*]} " == *" crowdsec "* ]] && [ ! -s /etc/crowdsec/online_api_credentials.yaml ]; then
+        "${SUDO[@]}" mkdir -p /etc/crowdsec
+        echo "# no online API: fipstop runs crowdsec offline (scripts/setup.sh)" | \
+            "${SUDO[@]}" tee /etc/crowdsec/online_api_credentials.yaml >/dev/null
     fi
     say "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive

@@ -1,6 +1,6 @@
 """FipsTopApp: the live monitor (``fipstop`` / ``fipstop top``).
 
-Data flow: a :class:`fipstop.sources.Source` is polled in one exclusive
+Data flow: a :class:`fipstop.sources.protocol.Source` is polled in one exclusive
 thread worker per probe group (``@work(exclusive=True, thread=True)``); the
 worker posts a :class:`FrameReady` message and never touches a widget; the
 handler stores the snapshot in the history, shows it (unless paused) and
@@ -11,6 +11,15 @@ is in flight.  The message tap of the ring detail goes the same way
 
 Screens: overview (1), ring detail (2 / Enter on a ring), consumer detail
 (3 / Enter on a consumer), bans (5), empty state (no domain), help (?).
+Esc pops exactly one level (profile -> ring detail -> overview); Ctrl-C
+quits as q does (htop); Ctrl-L repaints the whole terminal.
+
+The profile's start-up (bcc compiles for seconds) runs in the profile
+worker; the screen shows what it is doing and for how long, and Esc leaves
+at once (the compile finishes in the background and is parked for reuse:
+:mod:`fipstop.sources.profiling`).  The screen goes to the terminal through
+:class:`fipstop.views.driver.PrivateScreenDriver`, so the compile's
+redirection of fd 2 can no longer swallow frames.
 """
 
 from __future__ import annotations
@@ -18,33 +27,39 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
 from textual import work
-from textual.app import App
 from textual.binding import Binding
+from textual.driver import Driver
+from textual.drivers.linux_driver import LinuxDriver
 from textual.message import Message
 from textual.screen import Screen
 
 from fipstop.errors import exc_line
-from fipstop.banmodel import BanHistory, BanStats
-from fipstop.model import Snapshot
+from fipstop.model.bans import BanStats
+from fipstop.model.snapshot import Frame, Snapshot
 from fipstop.probes.ring import TapResult
-from fipstop.sources import Frame, Source
+from fipstop.profile.accumulate import Accumulated, accumulate
+from fipstop.profile.session import ProfileOptions, ProfileReport
+from fipstop.sources.protocol import Profiling, Seekable, Source, Timeline
+from fipstop.views import palette
 from fipstop.views.backends import BackendsScreen
-from fipstop.views.diagnosis import DiagnosisScreen
 from fipstop.views.bans import BansScreen
 from fipstop.views.base import FipsScreen
 from fipstop.views.consumer_detail import ConsumerDetailScreen
+from fipstop.views.diagnosis import DiagnosisScreen
+from fipstop.views.driver import PrivateScreenDriver
 from fipstop.views.empty import EmptyScreen
+from fipstop.views.fipsipc_rings import FipsIpcTapMixin, ipc_rings
 from fipstop.views.help import HelpScreen
 from fipstop.views.history import History
 from fipstop.views.overview import OverviewScreen
 from fipstop.views.profile import ProfileScreen
 from fipstop.views.replay_controls import ReplayControls
 from fipstop.views.ring_detail import RingDetailScreen
-from fipstop.views.widgets.header import HeaderState
+from fipstop.views.state import Dashboard
+from fipstop.views.widgets.header import HeaderState, StatusHeader
 
 
 class FrameReady(Message):
@@ -60,7 +75,7 @@ class FrameReady(Message):
 class ProfileReady(Message):
     """A profile report (or why none) arrived from the profile worker."""
 
-    def __init__(self, pid: int, report: Any, error: str) -> None:
+    def __init__(self, pid: int, report: ProfileReport | None, error: str) -> None:
         super().__init__()
         self.pid = pid
         self.report = report
@@ -73,15 +88,21 @@ class TapReady(Message):
         self.result = result
 
 
-class FipsTopApp(ReplayControls, App):
+class FipsTopApp(FipsIpcTapMixin, ReplayControls):
     CSS_PATH = "app.tcss"
     TITLE = "fipstop"
     ENABLE_COMMAND_PALETTE = False
 
     BINDINGS = [
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),  # as htop, top, less
+        Binding("ctrl+l", "repaint", "Repaint", show=False, priority=True),
         Binding("question_mark", "help", "Help"),
+        Binding("space", "paused_toggle", "Resume"),  # shown instead of Pause while paused (check_action)
         Binding("space", "toggle_pause", "Pause"),
+        # the first t/T is in the footer only while paused (check_action); the second works always
+        Binding("t", "paused_step(1)", "Step", key_display="t"),
+        Binding("T", "paused_step(-1)", "Step back", key_display="T"),
         Binding("t", "step(1)", "Step", show=False),
         Binding("T", "step(-1)", "Step back", show=False),
         Binding("1", "screen('overview')", "Overview", show=False),
@@ -108,7 +129,13 @@ class FipsTopApp(ReplayControls, App):
         ``paced=False``: the next poll starts as soon as a frame is shown
         (fixtures, benchmarks) instead of one interval after the last."""
         super().__init__()
+        # NO_COLOR (textual read and removed it from the environment): the dashboard's own styles too
+        palette.use_no_color() if self.no_color else palette.use_color()
         self.source = source
+        #: the replay controls' source, checked once: None when live (the replay keys ring the bell)
+        self.replay: Seekable | None = source if isinstance(source, Seekable) else None
+        #: who profiles processes for the Profile screen (None: a recording cannot)
+        self.profiling: Profiling | None = source.profiling
         self.autopoll = autopoll
         self.paced = paced
         self.history = History(history_frames, history_bytes)
@@ -122,39 +149,45 @@ class FipsTopApp(ReplayControls, App):
         self.exhausted = False
         #: frames to show at start instead of polling first (a replay's --start)
         self.initial_frames: list[Frame] = []
-        self.timeline = None  # fipstop.replay.Timeline, refreshed by the poll worker while replaying
+        self.timeline: Timeline | None = None  # refreshed by the poll worker while replaying
         self._poll_idle = False  # replay paused: no poll is armed
         self._step_pending = False
-        #: ban stats folded frame by frame (ban samples carry only new events)
-        self.ban_history = BanHistory()
         #: the process being profiled (Profile screen), its newest report and why none came
         self.profile_pid: int | None = None
-        self.profile_report: Any = None
+        self.profile_report: ProfileReport | None = None
+        self.profile_total: Accumulated | None = None
         self.profile_error = ""
-        self.profile_options: Any = None  # fipstop.profile.session.ProfileOptions; None: the defaults
+        self.profile_options: ProfileOptions | None = None  # None: the defaults
         self._profile_stop: threading.Event | None = None
+        #: when the newest profile's start-up began (monotonic s; None: none is starting)
+        self.profile_started_mono: float | None = None
 
+    def get_driver_class(self) -> type[Driver]:
+        cls = super().get_driver_class()
+        return PrivateScreenDriver if cls is LinuxDriver else cls
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("paused_step", "paused_toggle"):
+            return self.paused  # shown (and taken) only while paused
+        if action == "toggle_pause":
+            return not self.paused
+        return True
     # -- state the screens read -----------------------------------------------------------
 
     @property
     def interval_s(self) -> float:
-        return float(getattr(self.source, "interval_s", 1.0))
+        return float(self.source.interval_s)
 
     @property
     def snapshot(self) -> Snapshot | None:
         return self.history.get(self.shown)
 
-    @property
-    def aux(self) -> Mapping[str, Any]:
-        """The shown frame's other probes' raw samples (``Frame.aux``: "bans",
-        "backends", ...; a ``ProbeFailure`` where a probe failed)."""
-        return self.history.aux(self.shown)
-
     def header_state(self) -> HeaderState:
-        reader = getattr(self.source, "reader", None)  # a replay: the interval it was recorded at
+        # a replay shows the interval it was recorded at, not the pace of its speed
+        interval = self.replay.recorded_interval_s if self.replay is not None else self.interval_s
         return HeaderState(
             snapshot=self.snapshot,
-            interval_s=float(getattr(reader, "interval_s", self.interval_s)),
+            interval_s=float(interval),
             paused=self.paused,
             behind=max(self.history.newest - self.shown, 0),
             frame_no=self.shown - self.history.oldest + 1 if self.shown else 0,
@@ -166,7 +199,8 @@ class FipsTopApp(ReplayControls, App):
 
     def ban_stats(self) -> BanStats | None:
         """Ban activity as of the shown frame (None: no ban source)."""
-        return self.ban_history.get(self.shown)
+        snap = self.snapshot
+        return snap.bans if snap is not None else None
 
     def _bans_per_s(self) -> float | None:
         b = self.ban_stats()
@@ -178,10 +212,6 @@ class FipsTopApp(ReplayControls, App):
 
     def get_default_screen(self) -> Screen:
         return OverviewScreen()
-
-    @property
-    def is_replay(self) -> bool:
-        return callable(getattr(self.source, "seek", None))
 
     def on_mount(self) -> None:
         if self.initial_frames:
@@ -201,9 +231,9 @@ class FipsTopApp(ReplayControls, App):
             error = ""
         except Exception as exc:  # report, keep polling
             frame, error = None, exc_line(exc)
-        if self.is_replay:
+        if self.replay is not None:
             try:
-                self.timeline = self.source.timeline()
+                self.timeline = self.replay.timeline()
             except Exception:  # the timeline is decoration: never fail a frame for it
                 pass
         self.post_message(FrameReady(frame, error, started))
@@ -212,13 +242,13 @@ class FipsTopApp(ReplayControls, App):
         self.poll_error = message.error
         if message.frame is not None:
             self.accept_frame(message.frame)
-        elif not message.error and not getattr(self.source, "following", False):
+        elif not message.error and not (self.replay is not None and self.replay.following):
             self.exhausted = True  # the source has no more frames
             self._update_views()
             return
         else:
             self._update_views()
-        if self.autopoll and self.paused and self.is_replay:
+        if self.autopoll and self.paused and self.replay is not None:
             self._poll_idle = True  # a paused replay reads no further; unpause or t re-arms
         elif self.autopoll:
             delay = max(self.interval_s - (time.monotonic() - message.started), 0.0) if self.paced else 0.0
@@ -227,13 +257,13 @@ class FipsTopApp(ReplayControls, App):
             else:
                 self.call_later(self.poll_now)
 
-    def preload(self, frames) -> None:
+    def preload(self, frames: Sequence[Frame]) -> None:
         """Put frames into the history without drawing each one, then show
-        the last (tests, screenshots, and later a replay's seek)."""
+        the last (tests, screenshots, a replay's seek)."""
         frames = list(frames)
         for f in frames[:-1]:
             self.frames_received += 1
-            self.ban_history.add(self.history.append(f.snapshot, f.aux), f.aux, self.history.oldest)
+            self.history.append(f.snapshot)
         if frames:
             self.accept_frame(frames[-1])
 
@@ -242,8 +272,7 @@ class FipsTopApp(ReplayControls, App):
         self.frames_received += 1
         if self.frames_received == 1:
             self.call_after_refresh(self._freeze_startup_objects)
-        no = self.history.append(frame.snapshot, frame.aux)
-        self.ban_history.add(no, frame.aux, self.history.oldest)
+        no = self.history.append(frame.snapshot)
         if not self.paused or self.shown < self.history.oldest:
             self.shown = self.history.clamp(no if not self.paused else self.shown)
         if self._step_pending:  # t on a paused replay asked for exactly this frame
@@ -280,9 +309,11 @@ class FipsTopApp(ReplayControls, App):
     # -- views ---------------------------------------------------------------------------
 
     def _update_views(self) -> None:
+        if not self.screen_stack:  # a frame that arrived while the app shuts down
+            return
         snap = self.snapshot
         if snap is not None:
-            empty = not snap.domains
+            empty = not snap.domains and not ipc_rings(snap.fipsipc)  # prototype rings show on the overview too
             on_empty = any(isinstance(s, EmptyScreen) for s in self.screen_stack)
             if empty and not on_empty and isinstance(self.screen, OverviewScreen):
                 self.push_screen(EmptyScreen())
@@ -305,7 +336,19 @@ class FipsTopApp(ReplayControls, App):
         if not self.paused:
             self.shown = self.history.newest
             self._rearm()
+        self.refresh_bindings()  # the footer shows t/T while paused
         self._update_views()
+
+    def action_paused_toggle(self) -> None:
+        self.action_toggle_pause()
+
+    def action_paused_step(self, delta: int) -> None:
+        self.action_step(delta)
+
+    def action_repaint(self) -> None:
+        """Ctrl-L: lay out and send every cell of the screen again."""
+        self.screen.refresh(repaint=True, layout=True)
+        self.refresh(repaint=True, layout=True)
 
     def _rearm(self) -> None:
         if self._poll_idle:
@@ -317,10 +360,11 @@ class FipsTopApp(ReplayControls, App):
             return
         if not self.paused:
             self.paused = True
+            self.refresh_bindings()
             if delta > 0:
                 self._update_views()
                 return
-        if delta > 0 and self.shown == self.history.newest and self.is_replay and self._poll_idle:
+        if delta > 0 and self.shown == self.history.newest and self.replay is not None and self._poll_idle:
             self.paused = True
             self._poll_idle = False
             self._step_pending = True
@@ -332,7 +376,7 @@ class FipsTopApp(ReplayControls, App):
         self.shown = target
         self._update_views()
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:
         if len(self.screen_stack) > 1 and isinstance(self.screen, (RingDetailScreen, ConsumerDetailScreen,
                                                                    BackendsScreen, BansScreen, ProfileScreen,
                                                                    DiagnosisScreen)):
@@ -381,7 +425,7 @@ class FipsTopApp(ReplayControls, App):
         s = self.snapshot
         return s.consumer_key(0) if s is not None and s.consumers.size else None
 
-    def open_ring(self, key: Any) -> None:
+    def open_ring(self, key: tuple[str, int] | None) -> None:
         if key is None:
             self.notify("no ring to show", severity="warning")
             return
@@ -390,7 +434,7 @@ class FipsTopApp(ReplayControls, App):
         self._base()
         self.push_screen(RingDetailScreen(key))
 
-    def open_consumer(self, key: Any) -> None:
+    def open_consumer(self, key: tuple[str, int] | None) -> None:
         if key is None:
             self.notify("no consumer to show", severity="warning")
             return
@@ -402,13 +446,18 @@ class FipsTopApp(ReplayControls, App):
     # -- profile of one process (the Profile screen) ---------------------------------------
 
     def _pid_to_profile(self) -> int | None:
-        """The producer of the ring shown (or highlighted), else the consumer shown."""
+        """The consumer shown, or highlighted in the focused consumers table; else the producer of the ring
+        shown (or highlighted)."""
         s = self.snapshot
         if s is None:
             return None
         screen = self.screen
         if isinstance(screen, ConsumerDetailScreen):
             row = s.consumer_row(*screen.key)
+            return int(s.consumers[row]["pid"]) if row is not None else None
+        if isinstance(screen, OverviewScreen) and screen.focused is screen.consumers_table:
+            key = screen.consumers_table.cursor_key  # p on a consumer row profiles that consumer
+            row = s.consumer_row(*key) if key is not None else None
             return int(s.consumers[row]["pid"]) if row is not None else None
         key = screen.key if isinstance(screen, RingDetailScreen) else (self.selected_ring or self._first_ring())
         row = s.ring_row(*key) if key is not None else None
@@ -419,63 +468,94 @@ class FipsTopApp(ReplayControls, App):
 
     def open_profile(self, pid: int | None) -> None:
         """Profile ``pid`` (a worker starts the samplers and polls them every
-        interval) and show it; the profile stops when its screen is closed."""
+        interval) and show it on top of the screen it was opened from (Esc
+        goes back there); the profile stops when its screen is closed."""
         if not pid or pid <= 0:
             self.notify("no process to profile: open a ring or a consumer first", severity="warning")
             return
         pid = int(pid)
-        self._base()  # an older Profile screen goes, and its profile with it
+        while len(self.screen_stack) > 1 and isinstance(self.screen, (ProfileScreen, HelpScreen)):
+            self.pop_screen()  # an older Profile screen goes, and its profile with it
         self.profile_close()
         self.profile_pid, self.profile_report, self.profile_error = pid, None, ""
+        self.profile_total = None
+        self.profile_started_mono = time.monotonic()
         self._profile_stop = stop = threading.Event()
         self._profile_loop(pid, stop)
         self.push_screen(ProfileScreen(pid, stop))
+
+    def profile_progress(self) -> str:
+        """The progress line of a profile still starting ("compiling the eBPF
+        program, 12 s…"), "" once a report or an error came."""
+        started = self.profile_started_mono
+        if started is None or self.profile_report is not None or self.profile_error:
+            return ""
+        phase = ""
+        if self.profiling is not None and self.profile_pid is not None:
+            try:
+                phase = self.profiling.profile_phase(self.profile_pid)
+            except Exception:
+                phase = ""
+        return f"{phase or 'starting the profilers'}, {time.monotonic() - started:.0f} s…"
 
     def profile_close(self) -> None:
         if self._profile_stop is not None:
             self._profile_stop.set()
             self._profile_stop = None
 
-    @work(thread=True, group="profile", exit_on_error=False)
     def _profile_loop(self, pid: int, stop: threading.Event) -> None:
-        from textual.worker import get_current_worker
+        """The profile's thread: a daemon thread, not a textual thread worker.
+        Those run in asyncio's default executor, which the app's exit joins,
+        so Ctrl-C during a bcc compile waited for the compile (7 s measured);
+        a daemon thread is left behind instead (the kernel detaches whatever
+        it attached when the process exits)."""
+        threading.Thread(target=self._profile_run, args=(pid, stop), name=f"fipstop-profile-{pid}",
+                         daemon=True).start()
 
-        worker = get_current_worker()
-        start = getattr(self.source, "profile_start", None)
-        if start is None:
+    def _profile_run(self, pid: int, stop: threading.Event) -> None:
+        profiling = self.profiling
+        if profiling is None:
             self.post_message(ProfileReady(pid, None, "this source cannot profile processes (a recording?)"))
             return
         try:
-            start(pid, self.profile_options)
+            profiling.profile_start(pid, self.profile_options)
         except Exception as exc:
             self.post_message(ProfileReady(pid, None, f"profiling failed to start: {exc_line(exc)}"))
             return
+        if stop.is_set() and self.profile_pid == pid and self._profile_stop is not stop:
+            return  # left during the start and reopened on the same pid: that start takes this session over
         try:
-            while not stop.wait(self.interval_s) and not worker.is_cancelled:
+            while not stop.wait(self.interval_s):
+                report: ProfileReport | None
                 try:
-                    report, error = self.source.profile_poll(pid), ""
+                    report, error = profiling.profile_poll(pid), ""
                 except Exception as exc:
                     report, error = None, exc_line(exc)
                 self.post_message(ProfileReady(pid, report, error))
         finally:
             try:
-                self.source.profile_stop(pid)
+                profiling.profile_stop(pid)
             except Exception:
                 pass
 
     def on_profile_ready(self, message: ProfileReady) -> None:
         if message.pid != self.profile_pid:
             return
+        self.profile_started_mono = None
         if message.report is self.profile_report and message.error == self.profile_error:
             return  # nothing new (a fixture source repeats its last report)
         self.profile_error = message.error
         if message.report is not None:
             self.profile_report = message.report
+            self.profile_total = accumulate(self.profile_total, message.report)
         if not self.screen_stack:  # shutting down
             return
         screen = self.screen
         if isinstance(screen, ProfileScreen) and screen.is_mounted and not self.paused:
             screen.refresh_view()
+
+    def on_status_header_seek(self, message: StatusHeader.Seek) -> None:
+        self.seek_to(message.t_ns)
 
     def on_unmount(self) -> None:
         self.profile_close()
@@ -484,3 +564,8 @@ class FipsTopApp(ReplayControls, App):
             self.source.close()
         except Exception:
             pass
+
+
+def _implements_dashboard(app: FipsTopApp) -> Dashboard:
+    """Never called: mypy checks here that the app is what the screens read."""
+    return app

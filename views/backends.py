@@ -3,11 +3,11 @@
 Two tables: log files (growth per second, and every reader's lag in bytes
 and seconds), and everything with a queue and drops (unix syslog sockets
 with their receiver and blocked senders, UDP syslog sockets and host
-counters, the ARP discards, journald, Linux audit, rsyslog's queues).
-Red is kept for drops/lost, as on the rings.  The data is ``Frame.aux
-["backends"]`` of the shown frame and the one before it, derived here with
-the pure :func:`fipstop.backends.derive_backends` (no probe is called).
-Paths, process and queue names are escaped and shown as plain Text.
+counters, the ARP discards, journald, Linux audit, rsyslog's queues, and
+with ``--fipsipc`` the FIPS paper's prototype rings, one row per segment).
+Red is kept for drops/lost, as on the rings.  The data is the shown
+snapshot's ``backends`` (derived by the model; no probe is called).  Paths,
+process and queue names are escaped and shown as plain Text.
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Footer
 
-from fipstop.backends import BackendsSample, BackendsView, derive_backends
-from fipstop.sources import ProbeFailure
+from fipstop.model.backends import BackendsView, SocketRow
+from fipstop.model.fipsipc import FipsIpcView
+from fipstop.model.raw import ProbeFailure
+from fipstop.probes.unixsock import Holder
 from fipstop.views import format as fmt
 from fipstop.views import palette
 from fipstop.views.base import FipsScreen
 from fipstop.views.widgets.header import StatusHeader
 from fipstop.views.widgets.table import Column, VirtualTable
 from fipstop.views.widgets.textline import TextLine
-
-PROBE = "backends"
 
 FILE_COLUMNS = [
     Column("file", "FILE", 20, "left", 0, flex=True, sortable=False),
@@ -52,16 +52,6 @@ QUEUE_COLUMNS = [
     Column("drops_s", "DROPS/S", 8, "right", 0, sortable=False),
     Column("detail", "DETAIL", 16, "left", 1, flex=True, sortable=False),
 ]
-
-
-def view_of(history, no: int) -> BackendsView | ProbeFailure | None:
-    """The derived backends of frame ``no`` of a :class:`fipstop.views.history.History`
-    (the frame before it as the baseline)."""
-    cur = history.aux(no).get(PROBE)
-    if isinstance(cur, ProbeFailure) or not isinstance(cur, BackendsSample):
-        return cur if isinstance(cur, ProbeFailure) else None
-    prev = history.aux(no - 1).get(PROBE)
-    return derive_backends(prev if isinstance(prev, BackendsSample) else None, cur)
 
 
 def _rate(v: float, unit: str = "") -> tuple[str, str]:
@@ -88,14 +78,14 @@ def _queue(v: int) -> tuple[str, str]:
     return (fmt.size(v), "default" if v else palette.ZERO)
 
 
-def _who(holders) -> str:
+def _who(holders: tuple[Holder, ...]) -> str:
     return ", ".join(f"{fmt.name(h.comm)}[{h.pid}]" for h in holders)
 
 
 def file_rows(v: BackendsView) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for f in v.files:
-        base = {"file": fmt.name(f.path)}
+        base: dict[str, Any] = {"file": fmt.name(f.path)}
         if not f.ok:
             rows.append(base | {"reader": (fmt.name(f.reason), palette.WARN)})
             continue
@@ -117,7 +107,7 @@ def file_rows(v: BackendsView) -> list[dict[str, Any]]:
     return rows
 
 
-def _socket_row(kind: str, s) -> dict[str, Any]:
+def _socket_row(kind: str, s: SocketRow) -> dict[str, Any]:
     row: dict[str, Any] = {"kind": kind, "name": fmt.name(s.path)}
     if not s.ok:
         return row | {"detail": (fmt.name(s.reason), palette.WARN)}
@@ -127,9 +117,9 @@ def _socket_row(kind: str, s) -> dict[str, Any]:
             f"{fmt.name(b.comm)}[{b.tid}] {b.syscall}" for b in s.blocked[:3]) + "  " + detail
     if s.reason:
         detail += "  " + fmt.name(s.reason)
-    detail = (detail, palette.WARN_BOLD if s.blocked or s.reason else "default")
+    styled = (detail, palette.WARN_BOLD if s.blocked or s.reason else "default")
     return row | {"queue": _queue(s.queue_bytes), "drops": _drops(s.drops), "drops_s": _drops_s(s.drops_per_s),
-                  "detail": detail}
+                  "detail": styled}
 
 
 def queue_rows(v: BackendsView) -> list[dict[str, Any]]:
@@ -187,6 +177,42 @@ def queue_rows(v: BackendsView) -> list[dict[str, Any]]:
     return rows
 
 
+def fipsipc_rows(v: FipsIpcView | ProbeFailure | None) -> list[dict[str, Any]]:
+    """One row per FIPS-IPC segment (``--fipsipc``): the FIPS paper's prototype rings.
+    QUEUE is the slowest reader's lag in records; DROPS/LOST what OVERWRITE lapped
+    unread in the interval, an estimate (``~``), unknown (-) when the writer waits."""
+    if v is None:
+        return []
+    if isinstance(v, ProbeFailure):
+        return [{"kind": "fipsipc", "detail": ("probe failed: " + fmt.name(v.reason), palette.WARN)}]
+    if v.unavailable:
+        return [{"kind": "fipsipc", "detail": (fmt.name(v.unavailable), palette.WARN)}]
+    rows: list[dict[str, Any]] = []
+    for s in v.segments:
+        rates = [r.commit_per_s_est for r in s.rings if r.commit_per_s_est is not None]
+        lags = [r.lag_slots for r in s.rings if r.lag_slots is not None]
+        fills = [r.fill_pct for r in s.rings if r.fill_pct is not None]
+        lapped = [r.lapped_slots_est for r in s.rings if r.lapped_slots_est is not None]
+        row: dict[str, Any] = {"kind": "fipsipc", "name": fmt.name(s.label)}
+        row["rate"] = (f"~{fmt.si(sum(rates))}", palette.RATE if sum(rates) else palette.ZERO) if rates \
+            else (fmt.DASH, palette.LABEL)
+        row["queue"] = (f"{fmt.count(max(lags))} rec", "default" if max(lags) else palette.ZERO) if lags \
+            else (fmt.DASH, palette.LABEL)
+        if s.overwrite and lapped and s.dt_s > 0:
+            row["drops"] = (f"~{fmt.count(sum(lapped))}", palette.DROPS_LEGEND if sum(lapped) else palette.ZERO)
+            row["drops_s"] = (f"~{fmt.si(sum(lapped) / s.dt_s)}", palette.DROPS if sum(lapped) else palette.ZERO)
+        detail = f"{len(s.rings)} rings x {s.slots}, fill max " + (f"{max(fills):.1f}%" if fills else fmt.DASH)
+        detail += f", {s.writers_registered}w/{s.readers_registered}r registered, {s.attached} attached"
+        if s.gone:
+            detail = f"{s.gone} gone (killed?)  " + detail
+        full = bool(fills) and max(fills) >= 99 and not s.overwrite
+        rows.append(row | {"detail": (detail, palette.WARN_BOLD if s.gone or full else palette.LABEL)})
+    for r in v.rejected:
+        if r.name:
+            rows.append({"kind": "fipsipc", "name": fmt.name(r.name), "detail": (fmt.name(r.reason), palette.WARN)})
+    return rows
+
+
 def summary(v: BackendsView | ProbeFailure | None) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(" Backends", style="bold")
@@ -237,13 +263,15 @@ class BackendsScreen(FipsScreen):
 
     def refresh_view(self) -> None:
         super().refresh_view()
-        v = view_of(self.fips.history, self.fips.shown)
+        snap = self.fips.snapshot
+        v = snap.backends if snap is not None else None
         self.query_one("#bk-title", TextLine).update(summary(v))
+        ipc = fipsipc_rows(snap.fipsipc if snap is not None else None)
         if not isinstance(v, BackendsView):
             self.query_one("#bk-files", VirtualTable).set_rows([], lambda r, c: "")
-            self.query_one("#bk-queues", VirtualTable).set_rows([], lambda r, c: "")
+            self.query_one("#bk-queues", VirtualTable).set_rows(list(range(len(ipc))), lambda r, c: ipc[r].get(c, ""))
             return
-        frows, qrows = file_rows(v), queue_rows(v)
+        frows, qrows = file_rows(v), queue_rows(v) + ipc
         self.query_one("#bk-files", VirtualTable).set_rows(list(range(len(frows))),
                                                              lambda r, c: frows[r].get(c, ""))
         self.query_one("#bk-queues", VirtualTable).set_rows(list(range(len(qrows))),

@@ -1,11 +1,17 @@
 """The Bans panel (key 5): live ban activity of every ban source side by side.
 
 Sources: ``fipstop-ips`` (ban events read from its bans domain by the bans
-probe) and ``fail2ban`` (a running fail2ban-server's database).  Per source:
+probe), ``fail2ban`` (a running fail2ban-server's database) and ``crowdsec``
+(its local API's database, read-only: :mod:`fipstop.probes.crowdsec`).  Per source:
 bans/s, bans, bans in force, failed actions, time-to-ban percentiles (first
-offending record -> ban) and what the probe could not read (missed because
-it was lapped, bad records).  Below: bans per jail, the time-to-ban
+offending record -> ban) and what the probe could not read of the event feed
+(UNREAD: overwritten before it was read, BAD: not a ban record).  The totals,
+bans in force and percentiles of ``fipstop-ips`` are the IPS's own counters
+(STATUS ``IPS counters``), exact however many events the feed missed; the
+histogram and the feed are the events read.  Below: bans per jail, the time-to-ban
 histogram (one bar per source and bucket) and the live feed, newest first.
+``b`` opens the banned-addresses view (:mod:`fipstop.views.banlist`); Enter on a feed row opens it
+filtered to that address.
 
 Addresses, jails and results come from other processes: everything shown is
 escaped (``fipstop.views.format.name``) and drawn as plain text.
@@ -14,20 +20,22 @@ escaped (``fipstop.views.format.name``) and drawn as plain text.
 from __future__ import annotations
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer
 
-from fipstop.banmodel import TTB_EDGES_NS, BanStats
+from fipstop.model.bans import TTB_EDGES_NS, BanStats
 from fipstop.views import format as fmt
 from fipstop.views import palette
+from fipstop.views.banlist import BanListScreen
 from fipstop.views.base import FipsScreen
 from fipstop.views.widgets.header import StatusHeader
 from fipstop.views.widgets.table import Column, VirtualTable
 from fipstop.views.widgets.textline import TextLine
 
-SOURCE_STYLE = {"fipstop-ips": "#98c379", "fail2ban": "#ff9e3b"}
+SOURCE_STYLE = {"fipstop-ips": "#98c379", "fail2ban": "#ff9e3b", "crowdsec": "#61afef"}
 BAN = "bold #c678dd"
 
 SOURCE_COLUMNS = [
@@ -41,7 +49,7 @@ SOURCE_COLUMNS = [
     Column("p99", "P99", 6, "right", 0, sortable=False),
     Column("max", "MAX", 6, "right", 3, sortable=False),
     Column("seen", "READ", 7, "right", 4, sortable=False),
-    Column("missed", "MISSED", 6, "right", 2, sortable=False),
+    Column("missed", "UNREAD", 6, "right", 2, sortable=False),
     Column("bad", "BAD", 5, "right", 3, sortable=False),
     Column("status", "STATUS", 10, "left", 5, flex=True, sortable=False),
 ]
@@ -116,18 +124,28 @@ def histogram_text(stats: BanStats | None, width: int, height: int) -> Text:
 
 
 class HistogramLine(TextLine):
-    """Redrawn on resize: how many buckets fit depends on its height."""
+    """The time-to-ban histogram; redrawn on resize: how many buckets fit
+    depends on its height."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.stats: BanStats | None = None
+
+    def show(self, stats: BanStats | None) -> None:
+        self.stats = stats
+        self.redraw()
+
+    def redraw(self) -> None:
+        self.update(histogram_text(self.stats, self.size.width or 60, self.size.height or 10))
 
     def on_resize(self) -> None:
-        refresh = getattr(self.screen, "_refresh_hist", None)
-        if refresh is not None:
-            refresh()
+        self.redraw()
 
 
 class BansScreen(FipsScreen):
     SCREEN_NAME = "bans"
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
-    BINDINGS = [Binding("escape", "app.screen('overview')", "Overview")]
+    BINDINGS = [Binding("escape", "app.screen('overview')", "Overview"), Binding("b", "banlist", "Banned addresses")]
 
     DEFAULT_CSS = """
     BansScreen #bans-body { height: 1fr; }
@@ -138,10 +156,6 @@ class BansScreen(FipsScreen):
     BansScreen #ttb-hist { width: 1fr; height: 1fr; padding: 0 0 0 1; }
     BansScreen #ban-feed { height: 1fr; min-height: 3; }
     """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._stats: BanStats | None = None
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
@@ -162,17 +176,21 @@ class BansScreen(FipsScreen):
         self.query_one("#ban-feed", VirtualTable).empty_text = "no ban yet"
         self.query_one("#ban-feed", VirtualTable).focus()
 
-    def on_resize(self) -> None:
-        self._refresh_hist()
+    def action_banlist(self, filter_text: str = "") -> None:
+        self.app.push_screen(BanListScreen(filter_text))
+
+    @on(VirtualTable.Selected, "#ban-feed")
+    def _feed_selected(self, event: VirtualTable.Selected) -> None:
+        self.action_banlist(str(event.key[1]))  # (source, ip, ban_ns, kind)
 
     def refresh_view(self) -> None:
         super().refresh_view()
         stats = self.fips.ban_stats()
-        self._stats = stats
         self._refresh_title(stats)
         self._refresh_sources(stats)
         self._refresh_jails(stats)
-        self._refresh_hist()
+        if self.is_mounted:
+            self.query_one("#ttb-hist", HistogramLine).show(stats)
         self._refresh_feed(stats)
 
     def _refresh_title(self, stats: BanStats | None) -> None:
@@ -222,11 +240,14 @@ class BansScreen(FipsScreen):
             if col == "seen":
                 return fmt.count(s.records_seen)
             if col == "missed":
-                return (fmt.count(s.missed_records), palette.DROPS) if s.missed_records else ("0", palette.ZERO)
+                # events of the feed the probe was lapped on; the totals do not depend on them when exact
+                return (fmt.count(s.missed_records), palette.WARN) if s.missed_records else ("0", palette.ZERO)
             if col == "bad":
                 return (fmt.count(s.bad_records), palette.WARN_BOLD) if s.bad_records else ("0", palette.ZERO)
             if col == "status":
-                return (fmt.name(s.unavailable), palette.WARN) if s.unavailable else ("reading", palette.LIVE)
+                if s.unavailable:
+                    return (fmt.name(s.unavailable), palette.WARN)
+                return ("IPS counters", palette.LIVE) if s.exact else ("events read", palette.LIVE)
             return ""
 
         self.query_one("#ban-sources", VirtualTable).set_rows([s.source for s in srcs], cell)
@@ -249,12 +270,6 @@ class BansScreen(FipsScreen):
             return ""
 
         self.query_one("#ban-jails", VirtualTable).set_rows([(j.source, j.jail) for j in jails], cell)
-
-    def _refresh_hist(self) -> None:
-        if not self.is_mounted:
-            return
-        w = self.query_one("#ttb-hist", TextLine)
-        w.update(histogram_text(self._stats, w.size.width or 60, w.size.height or 10))
 
     def _refresh_feed(self, stats: BanStats | None) -> None:
         feed = list(reversed(stats.feed)) if stats else []

@@ -2,31 +2,32 @@
 
 Screens never call probes or sources: the app hands them the snapshot to
 show (live or picked while paused) through ``refresh_view()``, and the
-message tap through ``show_tap()``.
+message tap through ``show_tap()``; what they read from the app is
+:class:`fipstop.views.state.Dashboard`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import cast
 
 from textual.screen import Screen
 
+from fipstop.probes.ring import TapResult
+from fipstop.views.state import Dashboard
 from fipstop.views.widgets.header import HeaderState, StatusHeader
 
-if TYPE_CHECKING:  # pragma: no cover
-    from fipstop.probes.ring import TapResult
-    from fipstop.views.app import FipsTopApp
 
-
-class FipsScreen(Screen):
+class FipsScreen(Screen[None]):
     #: shown in the help screen and the footer
     SCREEN_NAME = ""
 
     @property
-    def fips(self) -> FipsTopApp:
-        return self.app  # type: ignore[return-value]
+    def fips(self) -> Dashboard:
+        return cast(Dashboard, self.app)  # FipsTopApp implements it (checked by mypy in views/app.py)
 
     def on_screen_resume(self) -> None:
+        # a screen that comes (back) on top is sent whole: no cell of the one before may stay
+        self.refresh(repaint=True, layout=True)
         self.refresh_view()
 
     def header_state(self) -> HeaderState:

@@ -18,15 +18,16 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer
 
-from fipstop.model import Health
+from fipstop.model.rings import POSITION_DTYPE, Health
+from fipstop.model.snapshot import Snapshot
 from fipstop.views import format as fmt
 from fipstop.views import palette
 from fipstop.views.base import FipsScreen
 from fipstop.views.history import History
 from fipstop.views.widgets.chart import LineChart, Series
 from fipstop.views.widgets.header import StatusHeader
-from fipstop.views.widgets.textline import TextLine
 from fipstop.views.widgets.table import Column, VirtualTable
+from fipstop.views.widgets.textline import TextLine
 
 LAG_COLUMNS = [
     Column("ring", "RING", 10, "left", 0),
@@ -48,9 +49,15 @@ class ConsumerDetailScreen(FipsScreen):
     def __init__(self, key: tuple[str, int]) -> None:
         super().__init__()
         self.key = key
-        self._shown = None
-        self._pos = None
-        self._frames = []
+        self._shown: Snapshot | None = None
+        self._pos = np.zeros(0, dtype=POSITION_DTYPE)
+        self._frames: list[Snapshot] = []
+
+    @property
+    def _snap(self) -> Snapshot:
+        """The snapshot on screen: cells are drawn only once one was shown."""
+        assert self._shown is not None
+        return self._shown
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
@@ -112,6 +119,9 @@ class ConsumerDetailScreen(FipsScreen):
         t.append(fmt.si(float(c["lag_mean_records"])))
         t.append(" / ", style=palette.LABEL)
         t.append(fmt.duration(float(c["lag_mean_s"])))
+        # an estimate, named as one: lag in seconds above is the age of the oldest unreleased record
+        t.append("  drain estimate ", style=palette.LABEL)
+        t.append(fmt.duration(float(c["drain_max_s"])) if "drain_max_s" in (c.dtype.names or ()) else fmt.DASH)
         t.append("  drops seen ", style=palette.LABEL)
         lost = int(c["lost_seen"])
         t.append(fmt.count(lost), style=palette.DROPS_LEGEND if lost else palette.ZERO)
@@ -125,17 +135,20 @@ class ConsumerDetailScreen(FipsScreen):
         frames = self.fips.history.window(self.fips.shown, 300)
         self._frames = frames
         x = History.seconds_ago(frames)
+        released = History.consumer_series(frames, domain, slot, "release_per_s")
+        lag = History.consumer_series(frames, domain, slot, "lag_max_records")
         self.query_one("#consumer-release-chart", LineChart).set_data(
-            x, [Series("released/s", History.consumer_series(frames, domain, slot, "release_per_s"), palette.CHART_RATE)])
+            x, [Series("released/s", released, palette.CHART_RATE)])
         self.query_one("#consumer-lag-chart", LineChart).set_data(
-            x, [Series("lag, largest of its rings (records)", History.consumer_series(frames, domain, slot, "lag_max_records"), palette.CHART_LAG)])
+            x, [Series("lag, largest of its rings (records)", lag, palette.CHART_LAG)])
 
         self._pos = s.positions_of_consumer(domain, slot)
         keys = [(domain, int(r)) for r in self._pos["ring"].tolist()]
         table.set_rows(keys, self._cell)
 
     def _cell(self, row: int, col: str):
-        s = self._shown
+        v: float
+        s = self._snap
         p = self._pos[row]
         domain = self.key[0]
         ring = int(p["ring"])
@@ -148,7 +161,8 @@ class ConsumerDetailScreen(FipsScreen):
             v = int(p["lag_records"])
             series = History.position_series(self._frames[-12:], domain, self.key[1], ring, "lag_records")
             top = float(np.nanmax(series)) if np.isfinite(series).any() else 0.0
-            return [(fmt.sparkline(series, 12, top=top), palette.WARN), (f" {fmt.count(v):>8}", "default" if v else palette.ZERO)]
+            return [(fmt.sparkline(series, 12, top=top), palette.WARN),
+                    (f" {fmt.count(v):>8}", "default" if v else palette.ZERO)]
         if col == "lag_bytes":
             v = int(p["lag_bytes"])
             return (fmt.size(v), "default" if v else palette.ZERO)

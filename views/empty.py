@@ -9,18 +9,23 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Center, Middle
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Static
 
+from fipstop.model.fipsipc import FipsIpcView
+from fipstop.textsafe import escape_text
 from fipstop.views import palette
 from fipstop.views.base import FipsScreen
 from fipstop.views.widgets.header import StatusHeader
-from fipstop.textsafe import escape_text
 
 
-def empty_text(shm_dir: str, unavailable: str = "", errors=(), interval_s: float = 1.0) -> Text:
+def empty_text(shm_dir: str, unavailable: str = "", errors=(), interval_s: float = 1.0,
+               fipsipc_segments: int = 0) -> Text:
     d = escape_text(shm_dir)
     t = Text(justify="left")
     t.append("No FIPS domain here yet\n\n", style="bold")
+    if fipsipc_segments:  # --fipsipc: the FIPS paper's prototype rings are shown on the Backends screen
+        t.append(f"{fipsipc_segments} FIPS-IPC prototype segment(s): press 6 (Backends)\n\n", style=palette.WARN_BOLD)
     if unavailable:
         t.append(escape_text(unavailable) + "\n\n", style=palette.WARN_BOLD)
     else:
@@ -30,7 +35,7 @@ def empty_text(shm_dir: str, unavailable: str = "", errors=(), interval_s: float
     t.append("Start one:\n\n", style="bold")
     rows = [
         ("fipstop wrap -- CMD", "run CMD with its syslog(3) going into a domain (LD_PRELOAD shim)"),
-        ("make demo", "in the source tree: a C producer and consumer, private domain"),
+        ("fipstop demo", "a C producer under attack and fipstop ips banning the attackers"),
         ("examples/producer demo 30 4", "a C program logging through libfips (make examples)"),
     ]
     for cmd, what in rows:
@@ -60,5 +65,10 @@ class EmptyScreen(FipsScreen):
         super().refresh_view()
         s = self.fips.snapshot
         shm_dir = s.shm_dir if s is not None else ""
-        self.query_one("#empty-text", Static).update(
-            empty_text(shm_dir, s.unavailable if s else "", s.errors if s else (), self.fips.interval_s))
+        ipc = s.fipsipc if s is not None else None
+        try:
+            text = self.query_one("#empty-text", Static)
+        except NoMatches:  # a frame arrived between push_screen and compose: the mount redraws it
+            return
+        text.update(empty_text(shm_dir, s.unavailable if s else "", s.errors if s else (), self.fips.interval_s,
+                               len(ipc.segments) if isinstance(ipc, FipsIpcView) else 0))

@@ -142,3 +142,38 @@ def sparkline(values, width: int, *, top: float | None = None) -> str:
         else:
             out.append(_SPARK[min(int(v / hi * (len(_SPARK) - 1) + 0.5), len(_SPARK) - 1)])
     return "".join(out).rjust(width)
+
+
+def middle(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells, cut in the middle where it must be
+    (``demo-net-0003`` in 10: ``demo-…0003``): names that share a prefix differ
+    at their ends, and an end cut would make them look the same."""
+    if width <= 0:
+        return ""
+    if len(text) <= width:
+        return text
+    if width == 1:
+        return "…"
+    left = width // 2
+    right = width - 1 - left
+    return text[:left] + "…" + (text[len(text) - right:] if right else "")
+
+
+def fit_frames(frames: list[str], width: int, sep: str = " › ") -> str:
+    """A stack (root first) in ``width`` cells: the frames nearest the leaf,
+    where stacks differ, are kept; the root side is dropped behind ``…``,
+    and a leaf longer than the width is cut in its middle."""
+    whole = sep.join(frames)
+    if len(whole) <= width or not frames:
+        return whole if len(whole) <= width else middle(whole, width)
+    kept: list[str] = []
+    used = len("…")
+    for f in reversed(frames):
+        need = len(f) + len(sep)
+        if used + need > width:
+            break
+        kept.insert(0, f)
+        used += need
+    if not kept:
+        return middle(frames[-1], width)
+    return "…" + sep + sep.join(kept)

@@ -9,12 +9,12 @@ rings a snapshot is a few hundred KiB).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
-from fipstop.model import Snapshot
+from fipstop.model.rings import Totals
+from fipstop.model.snapshot import Snapshot
 
 
 def _nbytes(s: Snapshot) -> int:
@@ -26,8 +26,6 @@ class History:
         self.max_frames = max_frames
         self.max_bytes = max_bytes
         self._frames: deque[Snapshot] = deque()
-        #: per frame, the other probes' raw samples (``Frame.aux``: bans, backends ...)
-        self._aux: deque[Mapping[str, Any]] = deque()
         self._bytes = 0
         self._first = 1  # number of self._frames[0]
 
@@ -43,13 +41,11 @@ class History:
         """Number of the newest frame (0 when empty)."""
         return self._first + len(self._frames) - 1
 
-    def append(self, snap: Snapshot, aux: Mapping[str, Any] | None = None) -> int:
+    def append(self, snap: Snapshot) -> int:
         self._frames.append(snap)
-        self._aux.append(aux if aux is not None else {})
         self._bytes += _nbytes(snap)
         while len(self._frames) > 1 and (len(self._frames) > self.max_frames or self._bytes > self.max_bytes):
             self._bytes -= _nbytes(self._frames.popleft())
-            self._aux.popleft()
             self._first += 1
         return self.newest
 
@@ -57,7 +53,6 @@ class History:
         """Forget every frame (a replay's seek); numbering goes on."""
         self._first = self.newest + 1
         self._frames.clear()
-        self._aux.clear()
         self._bytes = 0
 
     def clamp(self, no: int) -> int:
@@ -67,20 +62,6 @@ class History:
         if not self._frames or not (self.oldest <= no <= self.newest):
             return None
         return self._frames[no - self._first]
-
-    def aux(self, no: int) -> Mapping[str, Any]:
-        """Frame ``no``'s other probes' raw samples (empty when none or out of range)."""
-        if not self._frames or not (self.oldest <= no <= self.newest):
-            return {}
-        return self._aux[no - self._first]
-
-    def aux_window(self, upto: int, n: int) -> list[Mapping[str, Any]]:
-        """Like :meth:`window`, for ``Frame.aux``."""
-        if not self._frames:
-            return []
-        upto = self.clamp(upto)
-        lo = max(upto - n + 1, self.oldest)
-        return [self._aux[i - self._first] for i in range(lo, upto + 1)]
 
     def window(self, upto: int, n: int) -> list[Snapshot]:
         """Up to ``n`` snapshots ending with frame ``upto`` (oldest first)."""
@@ -128,9 +109,6 @@ class History:
         return out
 
     @staticmethod
-    def totals_series(frames: list[Snapshot], field: str) -> np.ndarray:
-        """A Totals field per frame; rates are NaN in a frame without a baseline."""
-        return np.array([
-            float(getattr(f.totals, field)) if (f.dt_s > 0 or not field.endswith("_per_s")) else np.nan
-            for f in frames
-        ])
+    def totals_series(frames: list[Snapshot], value: Callable[[Totals], float], *, rate: bool = True) -> np.ndarray:
+        """``value`` of each frame's totals; a ``rate`` is NaN in a frame without a baseline."""
+        return np.array([float(value(f.totals)) if (f.dt_s > 0 or not rate) else np.nan for f in frames])

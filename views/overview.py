@@ -13,7 +13,7 @@ as "filter", never mistaken for drops).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from rich.text import Text
@@ -21,17 +21,20 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.geometry import Size
 from textual.widgets import Footer, Input
 
-from fipstop.model import Health, Snapshot
+from fipstop.model.rings import Health
+from fipstop.model.snapshot import Snapshot
 from fipstop.views import format as fmt
 from fipstop.views import palette
 from fipstop.views.base import FipsScreen
+from fipstop.views.fipsipc_rings import FipsIpcRingsPanel
 from fipstop.views.history import History
 from fipstop.views.widgets.chart import LineChart, Series
 from fipstop.views.widgets.header import StatusHeader
-from fipstop.views.widgets.textline import TextLine
 from fipstop.views.widgets.table import Column, VirtualTable
+from fipstop.views.widgets.textline import TextLine
 
 SPARK_FRAMES = 8
 CHART_FRAMES = 300
@@ -40,14 +43,51 @@ CHART_FRAMES = 300
 CHART_EVERY_NS = 2_000_000_000
 
 
-def ring_columns(wide: bool) -> list[Column]:
+#: the name columns at wide widths are as wide as their longest content, within (least, most) cells;
+#: narrower they keep their width and are cut in the middle
+NAME_BOUNDS = {"ring": (12, 28), "thread": (16, 32), "slowest": (12, 24), "name": (18, 40)}
+#: content widths are measured again every this many frames (or when the rows change)
+NAME_WIDTH_EVERY = 16
+
+
+def content_widths(s: Snapshot) -> dict[str, int]:
+    """The longest cell of each name column (escaped text, as drawn)."""
+    names = [fmt.name(d.name) for d in s.domains]
+    r, c = s.rings, s.consumers
+    ring = max((len(names[d]) + 1 + len(str(n)) for d, n in zip(r["domain"].tolist(), r["ring"].tolist())),
+               default=0)
+    thread = max((len(fmt.name(t)) + (9 if st == 2 else 0)  # " (closed)"
+                  for t, st in zip(r["thread_name"].tolist(), r["state"].tolist())), default=0)
+    cnames = [fmt.name(n) for n in c["name"].tolist()]
+    cons = max((len(names[d]) + 1 + len(n) for d, n in zip(c["domain"].tolist(), cnames)), default=0)
+    return {"ring": ring, "thread": thread, "slowest": max((len(n) for n in cnames), default=0), "name": cons}
+
+
+def sized(columns: list[Column], widths: dict[str, int] | None) -> list[Column]:
+    """``columns`` with the name columns as wide as ``widths`` says (within NAME_BOUNDS)."""
+    if not widths:
+        return columns
+    out = []
+    for col in columns:
+        if col.key in widths and col.key in NAME_BOUNDS:
+            least, most = NAME_BOUNDS[col.key]
+            col = replace(col, width=max(least, min(most, widths[col.key])))
+        out.append(col)
+    return out
+
+
+def ring_columns(wide: bool, widths: dict[str, int] | None = None) -> list[Column]:
+    """``widths``: content widths of the name columns (wide screens only)."""
     bar = 16 if wide else 8
     spark = 16 if wide else 6
-    return [
-        Column("ring", "RING", 12 if wide else 9, "left", 0, sortable=True, descending=False),
+    # at wide widths the spare cells go to the last name (BY), not to THREAD: sized to its names, it is full
+    sized_names = wide and widths is not None
+    return sized([
+        Column("ring", "RING", 12 if wide else 9, "left", 0, sortable=True, descending=False, cut="middle"),
         Column("pid", "PID", 7, "right", 3),
         Column("tid", "TID", 7, "right", 5),
-        Column("thread", "THREAD", 16 if wide else 10, "left", 1, flex=True, descending=False),
+        Column("thread", "THREAD", 16 if wide else 10, "left", 1, flex=not sized_names, descending=False,
+               cut="middle"),
         Column("fill", "FILL", bar + 6, "left", 0),
         Column("rate", "RECORDS/S", spark + 7, "right", 0),
         Column("bytes", "BYTES/S", 10, "right", 3),
@@ -56,14 +96,14 @@ def ring_columns(wide: bool) -> list[Column]:
         Column("claimed", "CLAIMED", 8, "right", 5),
         Column("high", "HIGH", 5, "right", 4),
         Column("lag", "SLOWEST LAG", 12 if wide else 11, "right", 1),
-        Column("slowest", "BY", 12, "left", 4, descending=False),
-    ]
+        Column("slowest", "BY", 12, "left", 4, descending=False, cut="middle", flex=sized_names),
+    ], widths if wide else None)
 
 
-def consumer_columns(wide: bool) -> list[Column]:
+def consumer_columns(wide: bool, widths: dict[str, int] | None = None) -> list[Column]:
     spark = 12 if wide else 6
-    return [
-        Column("name", "CONSUMER", 18 if wide else 14, "left", 0, flex=True, descending=False),
+    return sized([
+        Column("name", "CONSUMER", 18 if wide else 14, "left", 0, flex=True, descending=False, cut="middle"),
         Column("pid", "PID", 7, "right", 2),
         Column("state", "STATE", 8, "left", 0, descending=False),
         Column("heartbeat", "HEARTBEAT", 9, "right", 1),
@@ -74,7 +114,7 @@ def consumer_columns(wide: bool) -> list[Column]:
         Column("release", "RELEASED/S", spark + 7, "right", 1),
         Column("readers", "READERS", 7, "right", 4),
         Column("lost", "DROPS SEEN", 10, "right", 4),
-    ]
+    ], widths if wide else None)
 
 
 def _nan_last(values: np.ndarray, descending: bool) -> np.ndarray:
@@ -136,6 +176,12 @@ def consumer_search_text(s: Snapshot) -> list[str]:
     ]
 
 
+#: Shift+letter -> the column it sorts the focused table by (k9s's way; htop has P/M/T)
+RING_SORT_KEYS = {"N": "ring", "P": "pid", "F": "fill", "R": "rate", "B": "bytes", "D": "drops", "L": "lag",
+                  "H": "high"}
+CONSUMER_SORT_KEYS = {"N": "name", "P": "pid", "L": "lag_max", "R": "release", "H": "heartbeat", "D": "lost"}
+
+
 @dataclass
 class TableState:
     sort: str | None = None
@@ -152,6 +198,11 @@ class OverviewScreen(FipsScreen):
         Binding("s", "sort", "Sort"),
         Binding("S", "reverse", "Reverse", show=False),
         Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("l", "log_scale", "Log scale", show=False),
+        Binding("f6", "sort_menu", "Sort by…", show=False),
+        # direct sort keys, as k9s's Shift+letter (htop's P/M/T): the same key again reverses
+        *(Binding(k, f"sort_by('{k}')", f"Sort by {k}", show=False) for k in sorted({*RING_SORT_KEYS,
+                                                                                   *CONSUMER_SORT_KEYS})),
     ]
 
     def __init__(self) -> None:
@@ -168,8 +219,15 @@ class OverviewScreen(FipsScreen):
         self._cons_spark_top = 0.0
         self._ring_rows_cache: dict = {}
         self._cons_rows_cache: dict = {}
+        self._search_cache: tuple[Snapshot, dict[str, list[str]]] | None = None
+        self._chart_t: int | None = None
+        self._chart_size: Size | None = None
         self._heights: tuple[int, int] | None = None
         self._frames: list[Snapshot] = []
+        #: content widths of the name columns and when they were measured
+        self._name_widths: dict[str, int] | None = None
+        self._name_widths_key: tuple = ()
+        self._name_widths_age = 0
         #: bumped for every frame shown: rows drawn for one version are kept
         #: by the tables across sorting and filtering
         self._version = 0
@@ -179,6 +237,7 @@ class OverviewScreen(FipsScreen):
         with Vertical(id="overview-body"):
             yield TextLine(id="rings-title", classes="section-title")
             yield VirtualTable(ring_columns(False), id="rings")
+            yield FipsIpcRingsPanel(id="ipc-panel")  # --fipsipc: the prototype's rings (hidden without)
             yield TextLine(id="consumers-title", classes="section-title")
             yield VirtualTable(consumer_columns(False), id="consumers")
             yield LineChart("all rings", id="chart")
@@ -196,12 +255,9 @@ class OverviewScreen(FipsScreen):
         wide = self.size.width >= 150
         if wide != self._wide:
             self._wide = wide
-            self.query_one("#rings", VirtualTable).columns = ring_columns(wide)
-            self.query_one("#consumers", VirtualTable).columns = consumer_columns(wide)
-            for t in self.query(VirtualTable):
-                t._layout_width = -1
-                t._row_cache.clear()
-                t.refresh()
+            if wide and self._shown is not None and self._name_widths is None:
+                self._name_widths = content_widths(self._shown)
+            self._set_columns(wide)
 
     # -- data ------------------------------------------------------------------------
 
@@ -229,9 +285,37 @@ class OverviewScreen(FipsScreen):
         self._ring_spark_top = max((float(f.rings["records_per_s"].max(initial=0)) for f in recent), default=0.0)
         self._cons_spark_top = max((float(f.consumers["release_per_s"].max(initial=0)) for f in recent),
                                    default=0.0)
+        self.query_one("#ipc-panel", FipsIpcRingsPanel).show(s)
+        self._size_name_columns(s)
         self._refresh_rings(s)
         self._refresh_consumers(s)
         self._refresh_chart()
+
+    def _size_name_columns(self, s: Snapshot) -> None:
+        """At wide widths the name columns follow their content (measured
+        when the rows change, else every NAME_WIDTH_EVERY frames)."""
+        if not self._wide:
+            return
+        key = (s.rings.size, s.consumers.size, tuple(d.name for d in s.domains))
+        self._name_widths_age += 1
+        if key == self._name_widths_key and self._name_widths_age < NAME_WIDTH_EVERY:
+            return
+        self._name_widths_key, self._name_widths_age = key, 0
+        widths = content_widths(s)
+        if widths == self._name_widths:
+            return
+        self._name_widths = widths
+        self._set_columns(True)
+
+    def _set_columns(self, wide: bool) -> None:
+        widths = self._name_widths if wide else None
+        for table, cols in ((self.query_one("#rings", VirtualTable), ring_columns(wide, widths)),
+                            (self.query_one("#consumers", VirtualTable), consumer_columns(wide, widths))):
+            if table.columns != cols:
+                table.columns = cols
+                table._layout_width = -1
+                table._row_cache.clear()
+                table.refresh()
 
     def refresh_tables(self) -> None:
         """Sort or filter changed: the tables only (not the chart)."""
@@ -241,8 +325,14 @@ class OverviewScreen(FipsScreen):
         self._refresh_rings(s)
         self._refresh_consumers(s)
 
+    @property
+    def _snap(self) -> Snapshot:
+        """The snapshot on screen: cells are drawn only once one was shown."""
+        assert self._shown is not None
+        return self._shown
+
     def _search(self, s: Snapshot, kind: str) -> list[str]:
-        cache = getattr(self, "_search_cache", None)
+        cache = self._search_cache
         if cache is None or cache[0] is not s:
             cache = (s, {})
             self._search_cache = cache
@@ -287,9 +377,16 @@ class OverviewScreen(FipsScreen):
         names = [d.name for d in s.domains]
         keys = [(names[d], r) for d, r in zip(s.rings["domain"][perm].tolist(), s.rings["ring"][perm].tolist())]
         table.set_sort(self.ring_state.sort, self.ring_state.descending)
+        table.empty_text = (f"no ring matches the filter {self.filter_text!r} ({s.rings.size} hidden)"
+                            if self.filter_text and s.rings.size else "no ring in use: no producer has logged yet")
         table.set_rows(keys, self._ring_cell, version=self._version, row_ids=perm.tolist())
-        self.query_one("#rings-title", TextLine).update(
-            self._title("Rings", len(keys), s.rings.size, self.ring_state, table.columns))
+        title = self._title("Rings", len(keys), s.rings.size, self.ring_state, table.columns)
+        no_ring = [(d.name, int(d.records_no_ring), d.max_rings) for d in s.domains if d.records_no_ring]
+        for dname, n, mr in no_ring[:3]:  # drops no ring row shows: the domain's ring table was full
+            title.append("   no ring ", style=palette.LABEL)
+            title.append(fmt.count(n), style=palette.DROPS)
+            title.append(f" dropped in {fmt.name(dname)} (all {mr} rings taken)", style=palette.LABEL)
+        self.query_one("#rings-title", TextLine).update(title)
         if table.cursor_key is not None:
             self.fips.selected_ring = table.cursor_key
 
@@ -302,6 +399,8 @@ class OverviewScreen(FipsScreen):
         keys = [(names[d], c) for d, c in zip(s.consumers["domain"][perm].tolist(),
                                               s.consumers["consumer"][perm].tolist())]
         table.set_sort(self.consumer_state.sort, self.consumer_state.descending)
+        table.empty_text = (f"no consumer matches the filter {self.filter_text!r} ({s.consumers.size} hidden)"
+                            if self.filter_text and s.consumers.size else "no consumer registered")
         table.set_rows(keys, self._consumer_cell, version=self._version, row_ids=perm.tolist())
         self._allocate_heights(len(keys))
         self.query_one("#consumers-title", TextLine).update(
@@ -315,6 +414,7 @@ class OverviewScreen(FipsScreen):
         rings, cons = self.rings_table, self.consumers_table
         tall = self.size.height >= 36
         avail = self.size.height - 2 - 2 - 1 - (10 if tall else 0)
+        avail -= self.query_one("#ipc-panel", FipsIpcRingsPanel).height_wanted
         want_r = max(rings.row_count, 1) + 1
         want_c = max(n_consumers, 1) + 1
         if want_r + want_c <= avail:
@@ -334,9 +434,9 @@ class OverviewScreen(FipsScreen):
         if not chart.display or not self._frames:
             return
         t = self._frames[-1].taken_mono_ns
-        last = getattr(self, "_chart_t", None)
+        last = self._chart_t
         if (last is not None and 0 <= t - last < CHART_EVERY_NS and not self.fips.paused
-                and chart.size == getattr(self, "_chart_size", None)):
+                and chart.size == self._chart_size):
             return
         self._chart_t = t
         self._chart_size = chart.size
@@ -345,8 +445,9 @@ class OverviewScreen(FipsScreen):
         chart.set_data(
             x,
             [
-                Series("records/s", History.totals_series(frames, "records_per_s"), palette.CHART_RATE),
-                Series("drops/s (ring full)", History.totals_series(frames, "drops_per_s"), palette.CHART_DROPS),
+                Series("records/s", History.totals_series(frames, lambda tot: tot.records_per_s), palette.CHART_RATE),
+                Series("drops/s (ring full)", History.totals_series(frames, lambda tot: tot.drops_per_s),
+                       palette.CHART_DROPS),
             ],
         )
 
@@ -360,7 +461,7 @@ class OverviewScreen(FipsScreen):
         hit = self._spark_cache.get(key)
         if hit is not None:
             return hit
-        s = self._shown
+        s = self._snap
         cur = s.rings if kind == "ring" else s.consumers
         slot = "ring" if kind == "ring" else "consumer"
         frames = self._frames[-SPARK_FRAMES * 2:]
@@ -385,21 +486,22 @@ class OverviewScreen(FipsScreen):
     def _ring_row(self, i: int) -> dict:
         r = self._ring_rows_cache.get(i)
         if r is None:
-            rings = self._shown.rings
-            r = dict(zip(rings.dtype.names, rings[i].item()))
+            rings = self._snap.rings
+            r = dict(zip(rings.dtype.names or (), rings[i].item()))
             self._ring_rows_cache[i] = r
         return r
 
     def _cons_row(self, i: int) -> dict:
         c = self._cons_rows_cache.get(i)
         if c is None:
-            cons = self._shown.consumers
-            c = dict(zip(cons.dtype.names, cons[i].item()))
+            cons = self._snap.consumers
+            c = dict(zip(cons.dtype.names or (), cons[i].item()))
             self._cons_rows_cache[i] = c
         return c
 
     def _ring_cell(self, row: int, col: str):
-        s = self._shown
+        v: float
+        s = self._snap
         i = int(self._ring_perm[row])
         r = self._ring_row(i)
         dname = s.domains[int(r["domain"])].name
@@ -465,7 +567,8 @@ class OverviewScreen(FipsScreen):
         return ""
 
     def _consumer_cell(self, row: int, col: str):
-        s = self._shown
+        v: float
+        s = self._snap
         i = int(self._cons_perm[row])
         c = self._cons_row(i)
         dname = s.domains[int(c["domain"])].name
@@ -519,6 +622,40 @@ class OverviewScreen(FipsScreen):
         keys = [None] + [c.key for c in cols]
         nxt = keys[(keys.index(state.sort) + 1) % len(keys)] if state.sort in keys else keys[1]
         self._set_sort(table, state, nxt)
+
+    def action_sort_by(self, key: str) -> None:
+        """Sort the focused table by the column of ``key`` (Shift+letter); again: reverse."""
+        table, state = self._focused_table()
+        keys = CONSUMER_SORT_KEYS if table is self.consumers_table else RING_SORT_KEYS
+        column = keys.get(key)
+        if column is None:
+            self.notify(f"{key}: no such sort key for this table ({' '.join(sorted(keys))})", severity="warning")
+            return
+        if state.sort == column:
+            state.descending = not state.descending
+            self.refresh_tables()
+        else:
+            self._set_sort(table, state, column)
+
+    def action_sort_menu(self) -> None:
+        """F6, as htop: the focused table's sortable columns in a list."""
+        from fipstop.views.sort_menu import SortMenu
+
+        table, state = self._focused_table()
+        consumers = table is self.consumers_table
+        keys = CONSUMER_SORT_KEYS if consumers else RING_SORT_KEYS
+
+        def chosen(column: str | None) -> None:
+            if column is not None and column != state.sort:
+                self._set_sort(table, state, column)
+
+        self.app.push_screen(SortMenu("consumers" if consumers else "rings", table.columns, table.visible_columns(),
+                                      state.sort, keys), chosen)
+
+    def action_log_scale(self) -> None:
+        """The chart's y axis in decades, or linear again."""
+        chart = self.query_one("#chart", LineChart)
+        chart.set_log(not chart.log_scale)
 
     def _set_sort(self, table: VirtualTable, state: TableState, column: str | None) -> None:
         state.sort = column

@@ -57,7 +57,53 @@ def lag_style(lag_s: float) -> str:
     if lag_s != lag_s:  # NaN: unknown
         return LABEL
     if lag_s >= 5:
-        return "bold #e5c07b"
+        return WARN_BOLD
     if lag_s >= 1:
-        return "#e5c07b"
+        return WARN
     return "default"
+
+
+# --------------------------------------------------------------------------- #
+# NO_COLOR (https://no-color.org)
+# --------------------------------------------------------------------------- #
+#: every colour constant above, as defined (use_color puts them back)
+_COLORED = {k: v for k, v in dict(globals()).items() if k.isupper() and isinstance(v, str | dict)}
+
+#: without colour each meaning keeps an attribute of its own: drops are the
+#: only reverse-video cells (red is drops; reverse is drops), a filter is italic
+NO_COLOR_STYLES = {
+    "DROPS": "bold reverse",
+    "DROPS_LEGEND": "bold underline",
+    "FILTER": "bold italic",
+    "PAUSED": "bold",
+    "FILL_HIGH": "bold",
+    "FILL_EMPTY": "dim",
+    "ZERO": "dim",
+    "LABEL": "dim",
+}
+
+
+def _attributes_only(spec: str) -> str:
+    """A rich style string with its colours removed (``bold #e5c07b`` -> ``bold``)."""
+    from rich.style import Style
+
+    st = Style.parse(spec)
+    out = str(Style(bold=st.bold, dim=st.dim, italic=st.italic, underline=st.underline))
+    return "default" if out == "none" else out  # rich spells the empty style "none", which is no colour name
+
+
+def use_no_color() -> None:
+    """Monochrome styles in place of the colours (textual drops the colours
+    it draws itself when NO_COLOR is set; these are the dashboard's own)."""
+    g = globals()
+    for k, v in _COLORED.items():
+        if isinstance(v, dict):
+            g[k] = {n: NO_COLOR_STYLES.get(f"{k}.{n}", _attributes_only(s)) for n, s in v.items()}
+        else:
+            g[k] = NO_COLOR_STYLES.get(k, _attributes_only(v))
+    g["HEALTH"] = dict(g["HEALTH"], evicted="bold italic", stale="bold")
+
+
+def use_color() -> None:
+    """The colours again (tests that turned NO_COLOR on)."""
+    globals().update({k: (dict(v) if isinstance(v, dict) else v) for k, v in _COLORED.items()})

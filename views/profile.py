@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -32,13 +33,18 @@ from textual.widgets import Footer, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from fipstop.probes.threads import CATEGORIES
+from fipstop.profile.accumulate import lost_stack_shares
+from fipstop.profile.render import extra_text
 from fipstop.textsafe import escape_text
+from fipstop.views import format as fmt
 from fipstop.views import palette
 from fipstop.views.base import FipsScreen
+from fipstop.views.format import fit_frames, middle
 from fipstop.views.widgets.header import StatusHeader
 
 if TYPE_CHECKING:  # pragma: no cover
-    from fipstop.probes.stacks import StackCount
+    from fipstop.model.snapshot import Snapshot
+    from fipstop.probes.stacks import ProfileSample
     from fipstop.profile.session import ProfileReport
 
 #: one colour per share of a thread's time (red stays reserved for drops)
@@ -55,6 +61,39 @@ CATEGORY_LABEL = {"oncpu": "on CPU", "runqueue": "run queue", "lock": "lock", "i
 BAR_WIDTH = 40
 TOP = 8
 TREE_CHILDREN = 25
+#: the THREAD column: as wide as the overview's at 200 columns
+NAME_WIDTH = 16
+#: a row is this wide when the screen's width is not known yet
+DEFAULT_WIDTH = 120
+
+
+def ring_thread_names(snapshot: Snapshot | None, pid: int) -> dict[int, str]:
+    """tid -> the thread name the overview shows (the name the producer gave
+    its ring), for the rings of process ``pid``: /proc's comm is cut at 15
+    bytes and is often the process's, so the profile would name the same
+    thread differently (``fips-demo-produ`` vs ``demo-net-0000``)."""
+    if snapshot is None:
+        return {}
+    r = snapshot.rings
+    out: dict[int, str] = {}
+    for p, tid, name in zip(r["pid"].tolist(), r["tid"].tolist(), r["thread_name"].tolist()):
+        if int(p) == pid and tid:
+            n = fmt.name(name)
+            if n:
+                out[int(tid)] = n
+    return out
+
+
+def name_width(names: Iterable[str], least: int = NAME_WIDTH, most: int = 2 * NAME_WIDTH) -> int:
+    """The THREAD column sized to its content: at least ``least`` (the
+    header and the overview's width), at most ``most`` (longer ones are cut in
+    the middle)."""
+    return max(least, min(most, max((len(n) for n in names), default=0)))
+
+
+def thread_name(tid: int, comm: str, names: dict[int, str]) -> str:
+    """The overview's name of thread ``tid`` when a ring names it, else its comm (escaped)."""
+    return names.get(tid) or escape_text(comm)
 
 
 def ns_text(ns: float) -> str:
@@ -96,24 +135,31 @@ def legend() -> Text:
     return t
 
 
-def threads_text(report: ProfileReport, width: int = BAR_WIDTH) -> Text:
+def threads_text(report: ProfileReport, width: int = BAR_WIDTH, names: dict[int, str] | None = None,
+                 label: str = "") -> Text:
+    """``names``: the overview's thread names (:func:`ring_thread_names`);
+    ``label``: what span the split covers, shown above it."""
+    names = names or {}
     th = report.threads
     t = Text(no_wrap=True, overflow="ellipsis")
     if not th.available:
         t.append(" thread split not available: ", style=palette.WARN_BOLD)
         t.append(escape_text(th.reason))
         return t
-    t.append(f" {'TID':>7} {'THREAD':<15} ", style="bold")
+    if label:
+        t.append(f" thread split: {label}\n", style=palette.LABEL)
+    rows = [("process", report.pid, th.process_split(), "")]
+    for s in sorted(th.threads, key=lambda s: (-(s.lock_pct + s.io_pct + s.runqueue_pct), s.tid)):
+        rows.append((thread_name(s.tid, s.name, names), s.tid, {c: s.pct(c) for c in CATEGORIES},
+                     escape_text(s.top_waits[0][0]) if s.top_waits else ""))
+    nw = name_width(r[0] for r in rows)
+    t.append(f" {'TID':>7} {'THREAD':<{nw}} ", style="bold")
     t.append(f"{'TIME SPLIT':<{width}} ", style="bold")
     t.append(" ".join(f"{c[:5].upper():>5}" for c in ("oncpu", "runq", "lock", "io", "sleep")) + "  TOP WAIT\n",
              style="bold")
-    rows = [("process", report.pid, th.process_split(), "")]
-    for s in sorted(th.threads, key=lambda s: (-(s.lock_pct + s.io_pct + s.runqueue_pct), s.tid)):
-        rows.append((escape_text(s.name), s.tid, {c: s.pct(c) for c in CATEGORIES},
-                     escape_text(s.top_waits[0][0]) if s.top_waits else ""))
     for i, (name, tid, shares, wait) in enumerate(rows):
         t.append(f" {tid:>7} ", style=palette.LABEL)
-        t.append(f"{name[:15]:<15} ", style="bold" if i == 0 else "default")
+        t.append(f"{middle(name, nw):<{nw}} ", style="bold" if i == 0 else "default")
         t.append_text(stacked_bar(shares, width))
         t.append(" ")
         for c in ("oncpu", "runqueue", "lock", "io", "sleep"):
@@ -131,14 +177,7 @@ def threads_text(report: ProfileReport, width: int = BAR_WIDTH) -> Text:
     return t
 
 
-def short_stack(st: StackCount, limit: int = 5) -> str:
-    frames = [escape_text(f) for f in st.frames]
-    if len(frames) > limit:
-        frames = ["…", *frames[-limit:]]
-    return " › ".join(frames) or "?"
-
-
-def locks_text(report: ProfileReport) -> Text:
+def locks_text(report: ProfileReport, width: int = DEFAULT_WIDTH) -> Text:
     src, locks = report.top_locks()
     t = Text(no_wrap=True, overflow="ellipsis")
     how = "measured by bpf" if src == "bpf" else "estimated from /proc ticks; bpf adds stacks"
@@ -153,14 +192,25 @@ def locks_text(report: ProfileReport) -> Text:
         tids = " ".join(str(x) for x in lw.waiter_tids[:8]) + (" …" if len(lw.waiter_tids) > 8 else "")
         t.append(f"{len(lw.waiter_tids)}: {tids}\n", style=palette.LABEL)
         for st in lw.stacks[:1]:
-            t.append(f"   waiting {short_stack(st)}\n", style=palette.LABEL)
+            t.append(f"   waiting {fit_frames([escape_text(f) for f in st.frames], max(8, width - 11))}\n",
+                     style=palette.LABEL)
         for st in lw.holder_stacks[:1]:
-            t.append(f"   holder  {short_stack(st)}\n", style=palette.LABEL)
+            t.append(f"   holder  {fit_frames([escape_text(f) for f in st.frames], max(8, width - 11))}\n",
+                     style=palette.LABEL)
     t.rstrip()
     return t
 
 
-def stacks_text(report: ProfileReport, which: str) -> Text:
+def value_text(value: float, unit: str) -> str:
+    """A stack's or function's value: a sample count, or time for ns."""
+    return ns_text(value) if unit == "ns" else f"{int(value)}"
+
+
+def stacks_text(report: ProfileReport, which: str, width: int = DEFAULT_WIDTH,
+                names: dict[int, str] | None = None) -> Text:
+    """Hot functions and top stacks, with their sample counts (or times);
+    each row fits ``width`` cells by dropping root-side frames, never the leaf."""
+    names = names or {}
     t = Text(no_wrap=True, overflow="ellipsis")
     profiles = report.available_profiles()
     if not profiles:
@@ -168,25 +218,44 @@ def stacks_text(report: ProfileReport, which: str) -> Text:
         return t
     hot = report.hot_functions(which, TOP)
     kind = "on-CPU" if which == "oncpu" else "off-CPU / idle"
+    units = {p.source: (p.oncpu_unit if which == "oncpu" else "ns") for p in profiles}
     t.append(f" hot {kind} functions (self)\n", style="bold")
-    for src, fn, _, pct in hot:
+    t.append(f" {'SHARE':>6} {'SAMPLES' if which == 'oncpu' else 'TIME':>8} {'SOURCE':<7} FUNCTION\n", style="bold")
+    for src, fn, value, pct in hot:
         t.append(f" {pct:5.1f}% ", style=CATEGORY_STYLE["oncpu" if which == "oncpu" else "lock"])
-        t.append(f"{src:<7}", style=palette.LABEL)
-        t.append(f" {escape_text(fn)}\n")
+        t.append(f"{value_text(value, units.get(src, 'samples')):>8} {src:<7}", style=palette.LABEL)
+        t.append(f" {middle(escape_text(fn), max(8, width - 25))}\n")
     if not hot:
         t.append(" none in this interval\n", style=palette.ZERO)
     t.append(f" top {kind} stacks\n", style="bold")
     for p in profiles:
         stacks = p.oncpu if which == "oncpu" else p.offcpu
         total = sum(s.value for s in stacks) or 1
-        for st in sorted(stacks, key=lambda s: -s.value)[:TOP // max(len(profiles), 1) + 1]:
-            unit = p.oncpu_unit if which == "oncpu" else "ns"
-            val = ns_text(st.value) if unit == "ns" else f"{st.value}"
-            t.append(f" {100 * st.value / total:5.1f}% {val:>8} ", style=palette.LABEL)
-            t.append(f"{p.source:<7} {escape_text(st.thread)[:14]}-{st.tid}: ", style=palette.LABEL)
-            t.append(short_stack(st) + "\n")
+        top = sorted(stacks, key=lambda s: (-s.value, s.tid, s.frames))[:TOP // max(len(profiles), 1) + 1]
+        nw = name_width((thread_name(st.tid, st.thread, names) for st in top), least=1)
+        for st in top:
+            who = middle(thread_name(st.tid, st.thread, names), nw)
+            head = (f" {100 * st.value / total:5.1f}% {value_text(st.value, units[p.source]):>8} "
+                    f"{p.source:<7} {f'{who}-{st.tid}:':<{nw + 9}} ")
+            t.append(head, style=palette.LABEL)
+            t.append(fit_frames([escape_text(f) for f in st.frames], max(8, width - len(head))) + "\n")
     t.rstrip()
     return t
+
+
+def lost_text(sample: ProfileSample) -> str:
+    """The share of samples (on-CPU) and of time (off-CPU) whose stack was
+    lost, as numbers: what ``[... stack lost: hash collision]`` rows add up to."""
+    shares = lost_stack_shares(sample)
+    parts = []
+    for which, what in (("oncpu", "of on-CPU samples"), ("offcpu", "of off-CPU time")):
+        v = shares[which]
+        parts.append(f"{v:.1f} % {what}" if v is not None else f"no {what[3:]}")
+    e = sample.extra
+    lost = int(e.get("ustack_eexist", 0) + e.get("kstack_eexist", 0))
+    full = int(e.get("ustack_enomem", 0) + e.get("kstack_enomem", 0))
+    return (f"stacks lost: {parts[0]}, {parts[1]} ({lost} hash collisions, {full} with the stack map full,"
+            f" {int(e.get('stack_map_resets', 0))} map resets)")
 
 
 def unavailable_text(report: ProfileReport) -> Text:
@@ -198,9 +267,12 @@ def unavailable_text(report: ProfileReport) -> Text:
         elif p.reason:
             t.append(f" {p.source}: ", style=palette.LABEL)
             t.append(escape_text(p.reason) + "\n", style=palette.LABEL)
+        if p.available and p.source == "bpf":
+            t.append(f" {p.source}: ", style=palette.LABEL)
+            t.append(lost_text(p) + "\n")
         if p.available and p.extra:
             t.append(f" {p.source}: ", style=palette.LABEL)
-            t.append("  ".join(f"{k} {v:g}" for k, v in sorted(p.extra.items())) + "\n", style=palette.LABEL)
+            t.append(extra_text(p.extra) + "\n", style=palette.LABEL)
     t.rstrip()
     return t
 
@@ -228,6 +300,7 @@ class ProfileScreen(FipsScreen):
     BINDINGS = [
         Binding("escape", "app.back", "Back"),
         Binding("o", "toggle_which", "On/off-CPU"),
+        Binding("a", "toggle_accumulated", "Total/interval"),
         Binding("e", "export", "Export folded"),
     ]
     DEFAULT_CSS = """
@@ -244,6 +317,8 @@ class ProfileScreen(FipsScreen):
         self.pid = int(pid)
         self.stop = stop
         self.which = "oncpu"
+        #: every interval summed (py-spy top's default), or the last interval only
+        self.accumulated = True
         self._tree_key: tuple | None = None
         self.exported: str | None = None
 
@@ -261,6 +336,12 @@ class ProfileScreen(FipsScreen):
     def on_mount(self) -> None:
         self.query_one("#profile-tree", Tree).show_root = False
         self.refresh_view()
+        # the start-up line counts seconds while bcc compiles (the report's own refresh stops it)
+        self.set_interval(0.5, self._tick_progress, name="profile-progress")
+
+    def _tick_progress(self) -> None:
+        if self.report is None and not self.fips.profile_error:
+            self.refresh_view()
 
     def on_unmount(self) -> None:
         # leaving the screen ends its profile: profilers cost CPU on the profiled machine
@@ -269,8 +350,27 @@ class ProfileScreen(FipsScreen):
 
     @property
     def report(self) -> ProfileReport | None:
-        r = getattr(self.fips, "profile_report", None)
+        r = self.fips.profile_report
         return r if r is not None and r.pid == self.pid else None
+
+    def shown_report(self) -> ProfileReport | None:
+        """What the panes show: the accumulated total, or the last interval."""
+        report = self.report
+        total = self.fips.profile_total
+        if report is not None and self.accumulated and total is not None and total.report.pid == self.pid:
+            return total.report
+        return report
+
+    def span_text(self) -> str:
+        """What the shown stacks cover, in words (the title's)."""
+        report = self.report
+        total = self.fips.profile_total
+        if report is None:
+            return ""
+        if self.accumulated and total is not None and total.report.pid == self.pid:
+            n = total.intervals
+            return f"sum of {n} interval{'s' if n != 1 else ''} ({total.report.duration_ns / 1e9:.1f} s)"
+        return f"last interval ({report.duration_ns / 1e9:.2f} s)"
 
     def refresh_view(self) -> None:
         super().refresh_view()
@@ -285,32 +385,45 @@ class ProfileScreen(FipsScreen):
         report = self.report
         title = Text(no_wrap=True, overflow="ellipsis")
         title.append(f" profile of pid {self.pid}", style="bold")
-        err = getattr(self.fips, "profile_error", "")
+        err = self.fips.profile_error
         if report is None:
-            title.append("  " + (escape_text(err) if err else "starting the profilers …"),
-                         style=palette.WARN if err else palette.LABEL)
+            progress = self.fips.profile_progress()
+            if err:
+                title.append("  " + escape_text(err), style=palette.WARN)
+            else:
+                title.append("  " + (progress or "starting the profilers…"), style=palette.WARN_BOLD)
+                title.append("  (Esc cancels)", style=palette.LABEL)
             self.query_one("#profile-title", Static).update(title)
+            for sel in ("#profile-threads", "#profile-locks", "#profile-stacks", "#profile-unavailable"):
+                self.query_one(sel, Static).update("")  # nothing of an older profile stays on screen
             return
+        shown = self.shown_report() or report
         title.append(f" ({escape_text(report.comm or '?')})", style="bold")
-        title.append(f"  interval {report.duration_ns / 1e9:.2f}s  showing ", style=palette.LABEL)
+        title.append("  ")
         title.append("on-CPU" if self.which == "oncpu" else "off-CPU", style="bold")
-        title.append(" stacks  (o: on/off-CPU, e: export folded)", style=palette.LABEL)
+        title.append(", ", style=palette.LABEL)
+        title.append(self.span_text(), style="bold")
+        title.append("  (o: on/off-CPU, a: total/interval, e: export folded)", style=palette.LABEL)
         if err:
             title.append("  " + escape_text(err), style=palette.WARN)
         if self.exported:
             title.append(f"\n exported to {escape_text(self.exported)}", style=palette.LABEL)
         self.query_one("#profile-title", Static).update(title)
-        bar = max(8, min(BAR_WIDTH, (self.size.width or 120) - 78))
-        self.query_one("#profile-threads", Static).update(threads_text(report, bar))
-        self.query_one("#profile-locks", Static).update(locks_text(report))
-        self.query_one("#profile-stacks", Static).update(stacks_text(report, self.which))
-        self.query_one("#profile-unavailable", Static).update(unavailable_text(report))
-        self._rebuild_tree(report)
+        width = max(40, (self.size.width or DEFAULT_WIDTH) - 2)  # the scroll bar
+        names = ring_thread_names(self.fips.snapshot, self.pid)
+        bar = max(8, min(BAR_WIDTH, width - 80 - (name_width(names.values()) - NAME_WIDTH)))
+        split = "last interval" if shown is not report else ""
+        self.query_one("#profile-threads", Static).update(
+            threads_text(report, bar, names, label=f"{split} ({report.duration_ns / 1e9:.2f} s)" if split else ""))
+        self.query_one("#profile-locks", Static).update(locks_text(shown, width))
+        self.query_one("#profile-stacks", Static).update(stacks_text(shown, self.which, width, names))
+        self.query_one("#profile-unavailable", Static).update(unavailable_text(shown))
+        self._rebuild_tree(shown)
 
     # -- the tree ------------------------------------------------------------------------
 
     def _rebuild_tree(self, report: ProfileReport) -> None:
-        key = (report.taken_mono_ns, self.which)
+        key = (report.taken_mono_ns, report.duration_ns, self.which)
         if key == self._tree_key:
             return
         self._tree_key = key
@@ -364,12 +477,16 @@ class ProfileScreen(FipsScreen):
 
     # -- keys ----------------------------------------------------------------------------
 
+    def action_toggle_accumulated(self) -> None:
+        self.accumulated = not self.accumulated
+        self.refresh_view()
+
     def action_toggle_which(self) -> None:
         self.which = "offcpu" if self.which == "oncpu" else "oncpu"
         self.refresh_view()
 
     def action_export(self) -> None:
-        report = self.report
+        report = self.shown_report()
         if report is None:
             self.notify("no profile yet", severity="warning")
             return

@@ -1,19 +1,27 @@
 """Replay controls of the dashboard: seek, jump to marks, speed, go to a time.
 
-A mixin of :class:`fipstop.views.app.FipsTopApp`, active when its source can
-seek (a :class:`fipstop.replay.ReplaySource`); on a live source every key
-rings the bell.  Seeking reads the file in a worker and posts
-:class:`SeekReady` with the frames before the target, so the charts have
-their history right after the jump.
+The part of :class:`fipstop.views.app.FipsTopApp` that drives a recording,
+active when its source is :class:`fipstop.sources.protocol.Seekable` (checked
+once, in ``app.replay``); on a live source every key rings the bell.
+Seeking reads the file in a worker and posts :class:`SeekReady` with the
+frames before the target, so the charts have their history right after the
+jump.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 from textual import work
+from textual.app import App
 from textual.message import Message
 
 from fipstop.errors import exc_line
-from fipstop.sources import Frame
+from fipstop.model.snapshot import Frame, Snapshot
+from fipstop.sources.protocol import Seekable, Timeline
+from fipstop.views.goto import GotoScreen
+from fipstop.views.history import History
 from fipstop.views.widgets.timeline import next_mark
 
 
@@ -26,31 +34,58 @@ class SeekReady(Message):
         self.error = error
 
 
-class ReplayControls:
-    """Needs from the app: source, history, snapshot, timeline, paused, exhausted,
-    poll_error, ban_history, interval_s, is_replay, preload, _update_views, _rearm."""
+class ReplayControls(App[None]):
+    """The replay keys; the app supplies the state below and the methods
+    that raise NotImplementedError here."""
 
-    def action_seek(self, delta_s: float) -> None:
-        if not self.is_replay:
-            self.bell()
-            return
-        tl = self.timeline
-        at = tl.at_t_ns if tl is not None else 0
+    replay: Seekable | None
+    history: History
+    timeline: Timeline | None
+    paused: bool
+    exhausted: bool
+    poll_error: str
+    shown: int
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        raise NotImplementedError
+
+    @property
+    def interval_s(self) -> float:
+        raise NotImplementedError
+
+    def preload(self, frames: Sequence[Frame]) -> None:
+        raise NotImplementedError
+
+    def _update_views(self) -> None:
+        raise NotImplementedError
+
+    def _rearm(self) -> None:
+        raise NotImplementedError
+
+    def _position(self) -> int:
+        """Where the replay stands: the frame shown, else the timeline's mark."""
         snap = self.snapshot
         if snap is not None:
-            at = snap.taken_realtime_ns
-        self.seek_to(at + int(float(delta_s) * 1e9))
+            return snap.taken_realtime_ns
+        return self.timeline.at_t_ns if self.timeline is not None else 0
+
+    def action_seek(self, delta_s: float) -> None:
+        if self.replay is None:
+            self.bell()
+            return
+        self.seek_to(self._position() + int(float(delta_s) * 1e9))
 
     def seek_to(self, t_ns: int) -> None:
         """Replay from the frame at ``t_ns`` (a worker reads the file)."""
-        if self.is_replay:
-            self._seek(int(t_ns))
+        if self.replay is not None:
+            self._seek(self.replay, int(t_ns))
 
     @work(exclusive=True, thread=True, group="seek", exit_on_error=False)
-    def _seek(self, t_ns: int) -> None:
+    def _seek(self, replay: Seekable, t_ns: int) -> None:
         try:
-            frames = self.source.seek(t_ns, history=min(self.history.max_frames, 300))
-            self.timeline = self.source.timeline()
+            frames = replay.seek(t_ns, history=min(self.history.max_frames, 300))
+            self.timeline = replay.timeline()
             self.post_message(SeekReady(frames))
         except Exception as exc:
             self.post_message(SeekReady([], exc_line(exc)))
@@ -61,9 +96,6 @@ class ReplayControls:
             self._update_views()
             return
         self.history.clear()
-        reset = getattr(self.ban_history, "clear", None)
-        if callable(reset):
-            reset()
         self.exhausted = False
         if message.frames:
             self.preload(message.frames)
@@ -74,49 +106,34 @@ class ReplayControls:
 
     def action_mark(self, direction: int) -> None:
         tl = self.timeline
-        if not self.is_replay or tl is None:
+        if self.replay is None or tl is None:
             self.bell()
             return
-        at = tl.at_t_ns
-        snap = self.snapshot
-        if snap is not None:
-            at = snap.taken_realtime_ns
-        gap = int(max(self.interval_s * self.source.speed * 1.5e9, 1e9))  # more than a frame apart: a new run
-        target = next_mark([t for t, _ in tl.marks], at, direction, gap)
+        gap = int(max(self.interval_s * self.replay.speed * 1.5e9, 1e9))  # more than a frame apart: a new run
+        target = next_mark([t for t, _ in tl.marks], self._position(), direction, gap)
         if target is None:
             self.bell()
             return
         self.seek_to(target)
 
     def action_speed(self, steps: int) -> None:
-        faster = getattr(self.source, "faster", None)
-        if faster is None:
+        if self.replay is None:
             self.bell()
             return
-        faster(int(steps))
+        speed = self.replay.faster(int(steps))
         if self.timeline is not None:
-            from dataclasses import replace
-
-            self.timeline = replace(self.timeline, speed=self.source.speed)
+            self.timeline = replace(self.timeline, speed=speed)
         self._update_views()
 
     def action_goto(self) -> None:
-        if not self.is_replay:
+        replay = self.replay
+        if replay is None:
             self.bell()
             return
-        from fipstop.views.goto import GotoScreen
 
-        def done(text: str | None) -> None:
-            if not text:
-                return
-            from fipstop.errors import FipsError
-            from fipstop.replay import parse_time
+        def done(t_ns: int | None) -> None:
+            if t_ns is not None:
+                self.seek_to(t_ns)
 
-            try:
-                self.seek_to(parse_time(text, self.source.reader.first_t_ns))
-            except FipsError as e:
-                self.poll_error = e.message
-                self._update_views()
-
-        self.push_screen(GotoScreen(), done)
-
+        tl = self.timeline or replay.timeline()
+        self.push_screen(GotoScreen(tl.first_t_ns, tl.last_t_ns, replay.parse_time), done)

@@ -18,7 +18,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer
 
-from fipstop.model import Health
+from fipstop.model.rings import Health
+from fipstop.model.snapshot import Snapshot
 from fipstop.probes.ring import TapResult
 from fipstop.textsafe import escape_bytes
 from fipstop.views import format as fmt
@@ -27,8 +28,8 @@ from fipstop.views.base import FipsScreen
 from fipstop.views.history import History
 from fipstop.views.widgets.chart import LineChart, Series
 from fipstop.views.widgets.header import StatusHeader
-from fipstop.views.widgets.textline import TextLine
 from fipstop.views.widgets.table import Column, VirtualTable
+from fipstop.views.widgets.textline import TextLine
 
 TAP_RECORDS = 64
 
@@ -115,7 +116,13 @@ class RingDetailScreen(FipsScreen):
         super().__init__()
         self.key = key
         self.tap: TapResult | None = None
-        self._shown = None
+        self._shown: Snapshot | None = None
+
+    @property
+    def _snap(self) -> Snapshot:
+        """The snapshot on screen: cells are drawn only once one was shown."""
+        assert self._shown is not None
+        return self._shown
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
@@ -181,12 +188,15 @@ class RingDetailScreen(FipsScreen):
 
         frames = self.fips.history.window(self.fips.shown, 300)
         x = History.seconds_ago(frames)
+        rate = History.ring_series(frames, domain, ring, "records_per_s")
+        drops = History.ring_series(frames, domain, ring, "drops_per_s")
         self.query_one("#ring-rate-chart", LineChart).set_data(x, [
-            Series("records/s", History.ring_series(frames, domain, ring, "records_per_s"), palette.CHART_RATE),
-            Series("drops/s (ring full)", History.ring_series(frames, domain, ring, "drops_per_s"), palette.CHART_DROPS),
+            Series("records/s", rate, palette.CHART_RATE),
+            Series("drops/s (ring full)", drops, palette.CHART_DROPS),
         ])
-        self.query_one("#ring-fill-chart", LineChart).set_data(
-            x, [Series("fill %", History.ring_series(frames, domain, ring, "fill_pct"), palette.CHART_FILL)], yfmt=fmt.pct)
+        fill = History.ring_series(frames, domain, ring, "fill_pct")
+        self.query_one("#ring-fill-chart", LineChart).set_data(x, [Series("fill %", fill, palette.CHART_FILL)],
+                                                               yfmt=fmt.pct)
 
         self._pos = s.positions_of_ring(domain, ring)
         self._ring = r
@@ -196,7 +206,8 @@ class RingDetailScreen(FipsScreen):
             self.fips.request_tap(domain, ring, TAP_RECORDS)
 
     def _pos_cell(self, row: int, col: str):
-        s = self._shown
+        v: float
+        s = self._snap
         p = self._pos[row]
         domain = self.key[0]
         crow = s.consumer_row(domain, int(p["consumer"]))

@@ -43,6 +43,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,7 +163,8 @@ struct opts {
     double duration, hz, backoff_us;
     uint32_t min_batch;
     uint64_t ring_capacity;
-    int cpu;
+    int cpu, cpu2;
+    double rate; /* produce: records/s to pace to, 0 = as fast as possible */
 };
 
 static void parse(struct opts *o, int argc, char **argv)
@@ -180,6 +182,7 @@ static void parse(struct opts *o, int argc, char **argv)
     o->duration = 2.0;
     o->hz = 10.0;
     o->cpu = -1;
+    o->cpu2 = -1;
     o->backoff_us = 5.0;
     o->min_batch = 64;
     for (int i = 2; i < argc; i++) {
@@ -206,6 +209,8 @@ static void parse(struct opts *o, int argc, char **argv)
         else if (!strcmp(k, "--min-batch")) o->min_batch = (uint32_t)strtoul(v, NULL, 10);
         else if (!strcmp(k, "--ring-capacity")) o->ring_capacity = strtoull(v, NULL, 10);
         else if (!strcmp(k, "--cpu")) o->cpu = atoi(v);
+        else if (!strcmp(k, "--cpu2")) o->cpu2 = atoi(v);
+        else if (!strcmp(k, "--rate")) o->rate = strtod(v, NULL);
         else die("unknown option %s", k);
     }
     if (o->size < 32 || o->size > 65536) die("--size must be 32..65536");
@@ -505,6 +510,7 @@ static int do_produce(const struct opts *o)
     const uint64_t t_start = mono_ns();
     const uint64_t t_end = t_start + dur_ns;
     uint64_t t0 = t_start, t1 = t_start;
+    const double ns_per_rec = o->rate > 0 ? 1e9 / o->rate : 0.0;
 
     /* the timed loop ------------------------------------------------------ */
     switch (c) {
@@ -536,6 +542,10 @@ static int do_produce(const struct opts *o)
             t1 = mono_ns();
             lat_add(&lat, (float)(t1 - t0) / (float)nb);
             if (t1 >= t_end) break;
+            if (ns_per_rec > 0) { /* --rate: wait for the next batch's turn */
+                const uint64_t due = t_start + (uint64_t)((double)attempted * ns_per_rec);
+                while ((t1 = mono_ns()) < due) cpu_relax();
+            }
             t0 = t1;
         }
         accepted = attempted - dropped - errors;
@@ -690,7 +700,7 @@ static int do_consume(const struct opts *o)
             lost += b.lost;
             batches++;
             int rr = fips_consumer_release(c, &b);
-            if (rr) { errors++; last_err = rr; }
+            if (rr < 0) { errors++; last_err = rr; } /* 1: queued behind another reader's batch */
             if (backoff_ns && b.count < o->min_batch && !draining) {
                 uint64_t until = mono_ns() + backoff_ns;
                 while (mono_ns() < until) cpu_relax();
@@ -909,6 +919,68 @@ static int do_snap(const struct opts *o)
     return 0;
 }
 
+/* ---- pingpong ------------------------------------------------------------ */
+/* The cost of moving one cache line between --cpu and --cpu2 and back: two
+ * pinned threads take turns incrementing one counter (each waits for the
+ * other's value).  Prints the per-round-trip time of each of --iters rounds
+ * of 2000 round trips, their median and minimum: the regime a run was in
+ * (issue 21: this machine switches between ~60 and ~500 ns). */
+static _Alignas(64) _Atomic uint64_t pp_line;
+static int pp_cpu;
+static volatile int pp_stop;
+static void *pp_peer(void *arg)
+{
+    (void)arg;
+    pin_cpu(pp_cpu);
+    uint64_t v = 1;
+    while (!pp_stop) {
+        while (atomic_load_explicit(&pp_line, memory_order_acquire) != v)
+            if (pp_stop) return NULL;
+        atomic_store_explicit(&pp_line, v + 1, memory_order_release);
+        v += 2;
+    }
+    return NULL;
+}
+static int do_pingpong(const struct opts *o)
+{
+    int pin_rc = pin_cpu(o->cpu);
+    pp_cpu = o->cpu2;
+    pthread_t th;
+    if (pthread_create(&th, NULL, pp_peer, NULL)) die("pthread_create");
+    const uint32_t rounds = o->iters ? o->iters : 15, per = 2000;
+    float *rt = calloc(rounds, sizeof *rt);
+    if (!rt) die("out of memory");
+    uint64_t v = 0;
+    for (uint32_t r = 0; r < rounds; r++) {
+        uint64_t t0 = mono_ns();
+        for (uint32_t i = 0; i < per; i++) {
+            atomic_store_explicit(&pp_line, v + 1, memory_order_release);
+            v += 2;
+            uint64_t spins = 0;
+            while (atomic_load_explicit(&pp_line, memory_order_acquire) != v)
+                if (++spins > 2000000000ull) die("pingpong: the peer thread stopped answering");
+        }
+        rt[r] = (float)(mono_ns() - t0) / (float)per;
+    }
+    pp_stop = 1;
+    atomic_store_explicit(&pp_line, UINT64_MAX, memory_order_release);
+    pthread_join(th, NULL);
+    float *s = malloc(rounds * sizeof *s);
+    if (!s) die("out of memory");
+    memcpy(s, rt, rounds * sizeof *s);
+    qsort(s, rounds, sizeof *s, cmp_float);
+    printf("{\"round_trip_ns_p50\": %.1f, \"round_trip_ns_min\": %.1f, \"round_trip_ns_max\": %.1f, "
+           "\"rounds\": %u, \"round_trips_per_round\": %u, \"cpu\": %d, \"cpu2\": %d, \"pin_ok\": %s, "
+           "\"rounds_ns\": [", pct(s, rounds, 0.5), s[0], s[rounds - 1], rounds, per, o->cpu, o->cpu2,
+           pin_rc == 0 ? "true" : "false");
+    for (uint32_t r = 0; r < rounds; r++) printf("%s%.1f", r ? ", " : "", rt[r]);
+    printf("]}\n");
+    fflush(stdout);
+    free(rt);
+    free(s);
+    return 0;
+}
+
 static int do_monitor(const struct opts *o)
 {
     install_stop();
@@ -947,6 +1019,7 @@ int main(int argc, char **argv)
     if (!strcmp(o.role, "hold")) return do_hold(&o);
     if (!strcmp(o.role, "snap")) return do_snap(&o);
     if (!strcmp(o.role, "monitor")) return do_monitor(&o);
+    if (!strcmp(o.role, "pingpong")) return do_pingpong(&o);
     fprintf(stderr, "usage: ringbench produce|consume|recv|hold|snap|monitor [options]\n");
     return 2;
 }

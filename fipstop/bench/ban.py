@@ -37,29 +37,41 @@ the time until every attacker is banned >= 10x shorter than Fail2Ban's.
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import json
 import math
 import os
-import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fipstop.errors import one_line
-from fipstop.bench.bind import (ZONE, free_port, parse_dnsperf, proc_cpu_s, soa_answered, write_queries,
-                                write_zone)
-from fipstop.bench.cbuild import REPO_ROOT, build_c
-from fipstop.bench.results import machine_info, publish
+from fipstop.bench.ban_report import render_table
+from fipstop.bench.bind.dns import (
+    ZONE,
+    free_port,
+    parse_dnsperf,
+    render_named_conf,
+    soa_answered,
+    write_queries,
+    write_zone,
+)
+from fipstop.bench.bind.hostload import proc_cpu_s
+from fipstop.bench.cbuild import build_c, source
+from fipstop.bench.results import Output, machine_info, publish
+from fipstop.children import popen
+from fipstop.demo import BanCollector
+from fipstop.errors import FipsError, one_line
+from fipstop.probes.fail2ban import line_time_ns
+from fipstop.ring import snapshot_domain
 
 SCHEMA = 1
-ATTACK_SRC = REPO_ROOT / "bench" / "ban" / "attack.c"
+ATTACK_SRC = source("ban/attack.c")
 MAXRETRY = 5
 # Twice maxretry: under load the kernel drops some queries before named sees
 # them (counted: attack lines logged vs sent), and an attacker must still
@@ -80,7 +92,7 @@ def _log(msg: str) -> None:
     print(f"bench ban: {msg}", file=sys.stderr, flush=True)
 
 
-def _one_line(text: str, limit: int = 300) -> str:
+def _one_line(text: object, limit: int = 300) -> str:
     return one_line(text, limit)
 
 
@@ -96,8 +108,6 @@ def is_attacker(ip: str) -> bool:
 def named_conf(side: str, d: Path, port: int, zone_file: Path) -> str:
     """Queries from anywhere but 127.0.0.1 are refused and logged (security category): to files for Fail2Ban,
     through syslog(3) - the fips shim under `fipstop wrap` - for fipstop ips."""
-    from fipstop.bench.bind import render_named_conf
-
     if side == "fail2ban":
         channels = {"sec": f'file "{d}/security.log"; severity info; print-time yes;',
                     "q": f'file "{d}/queries.log"; severity info; print-time yes;'}
@@ -159,8 +169,6 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
 
 def first_lines(log: Path) -> dict[str, int]:
     """ip -> timestamp (ns) of its first refused-query line in a BIND log file."""
-    from fipstop.probes.fail2ban import line_time_ns
-
     out: dict[str, int] = {}
     try:
         f = open(log, encoding="utf-8", errors="replace")
@@ -190,19 +198,29 @@ def count_denied(log: Path) -> int:
         return 0
 
 
+@dataclass(frozen=True)
+class BanConfig:
+    """``fipstop bench ban``'s options (None: the default, or the --quick one)."""
+
+    output: Output = Output()
+    quick: bool = False
+    attackers_log2: int | None = None
+    rate: float | None = None
+    timeout: float | None = None
+    keep: bool = False
+
+
 class Bench:
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.quick = bool(getattr(args, "quick", False))
-        k = getattr(args, "attackers_log2", None)
+    def __init__(self, config: BanConfig) -> None:
+        self.config = config
+        self.quick = config.quick
+        k = config.attackers_log2
         self.log2 = int(k if k is not None else (QUICK_LOG2 if self.quick else DEFAULT_LOG2))
         if not 0 <= self.log2 <= 16:
-            from fipstop.errors import FipsError
-
             raise FipsError(f"--attackers-log2 {self.log2}: give 0..16")
         self.attackers = 1 << self.log2
-        self.rate = float(getattr(args, "rate", None) or (QUICK_RATE if self.quick else DEFAULT_RATE))
-        self.timeout = float(getattr(args, "timeout", None) or DEFAULT_TIMEOUT_S)
+        self.rate = float(config.rate or (QUICK_RATE if self.quick else DEFAULT_RATE))
+        self.timeout = float(config.timeout or DEFAULT_TIMEOUT_S)
         self.tmp = Path(tempfile.mkdtemp(prefix="fipstop-bench-ban-"))
         self.shm = self.tmp / "shm"
         self.shm.mkdir()
@@ -223,7 +241,7 @@ class Bench:
 
     def _spawn(self, argv: list[str], log: Path, **kw) -> subprocess.Popen:
         with open(log, "wb") as out:
-            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=kw.pop("stdout", out), stderr=out, **kw)
+            p = popen(argv, stdin=subprocess.DEVNULL, stdout=kw.pop("stdout", out), stderr=out, **kw)
         self.procs.append(p)
         return p
 
@@ -288,7 +306,6 @@ class Bench:
                 consumer_pid = f2b_proc.pid
             else:
                 from fipstop import _fips
-                from fipstop.demo import BanCollector
 
                 env = dict(os.environ, FIPS_SHM_DIR=str(self.shm))
                 bans_dom = _fips.Domain(f"{domain}-bans", str(self.shm), create=2, ring_capacity=16 << 20,
@@ -303,6 +320,7 @@ class Bench:
                 ips_proc = self._spawn([sys.executable, "-m", "fipstop", "--shm-dir", str(self.shm), "ips",
                                         "--domain", domain, "--consumer", "ips-bench", "--jail", "named-refused",
                                         "--maxretry", str(MAXRETRY), "--findtime", "600", "--bantime", "3600",
+                                        "--ignoreself", "no",  # the attackers are simulated on loopback
                                         "--bans-domain", f"{domain}-bans", "--stats-json", str(stats), "-q"],
                                        d / "ips.out", env=env)
                 deadline = time.monotonic() + 20
@@ -364,8 +382,6 @@ class Bench:
                 with collector._lock:
                     fb = dict(collector.first_ban)
                 pairs = {ip: (v[0], v[2]) for ip, v in fb.items() if is_attacker(ip)}
-                from fipstop.ring import snapshot_domain
-
                 snap = snapshot_domain(domain, str(self.shm))
                 res["records_committed"] = int(snap.rings["records_committed"].sum())
                 res["records_dropped"] = int(snap.rings["records_dropped"].sum())
@@ -452,7 +468,7 @@ class Bench:
         ttb = sorted((b - f) / 1e6 for f, b in pairs.values() if f is not None)
         banned = len(pairs)
         last_ban = max((b for _f, b in pairs.values()), default=None)
-        all_banned_s = (last_ban - attack_first_ns) / 1e9 if banned >= self.attackers and last_ban else None
+        all_banned_s = (last_ban - attack_first_ns) / 1e9 if banned >= self.attackers and last_ban is not None else None
         return {
             "attackers": self.attackers,
             "attackers_banned": banned,
@@ -461,7 +477,7 @@ class Bench:
             "last_ban_after_s": None if last_ban is None else round((last_ban - attack_first_ns) / 1e9, 3),
             "attack_s": round((attack_last_ns - attack_first_ns) / 1e9, 3),
             # how long after the last attack packet the last attacker was banned
-            "all_banned_after_attack_end_s": None if all_banned_s is None else
+            "all_banned_after_attack_end_s": None if all_banned_s is None or last_ban is None else
             round(max(0, last_ban - attack_last_ns) / 1e9, 3),
             "ttb_ms": {"n": len(ttb), "p50": _r(percentile(ttb, 0.5)), "p90": _r(percentile(ttb, 0.9)),
                        "p99": _r(percentile(ttb, 0.99)), "max": _r(ttb[-1] if ttb else None)},
@@ -472,13 +488,9 @@ class Bench:
     def run(self) -> dict[str, Any]:
         why = self.missing()
         if why:
-            from fipstop.errors import FipsError
-
             raise FipsError(f"bench ban: {why}")
         binary, err, info = build_c("ban-attack", (ATTACK_SRC,))
         if binary is None:
-            from fipstop.errors import FipsError
-
             raise FipsError(f"bench ban: {err}")
         self.attack_bin = binary
         results = {}
@@ -525,15 +537,15 @@ class Bench:
              "note": "" if f.get("time_all_banned_s") is not None else
              "Fail2Ban did not ban every attacker before the timeout: its last ban time is used (a lower bound)"},
         ]
-        return {"schema": SCHEMA, "kind": "ban", "command": _command_line(),
-                "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        return {"schema": SCHEMA, "kind": "ban", "command": self.config.output.command,
+                "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                 "machine": machine_info(), "params": self.params(), "results": results, "ratios": ratios,
                 "targets": targets}
 
     def cleanup(self) -> None:
         for p in self.procs:
             self._stop(p)
-        if getattr(self.args, "keep", False):
+        if self.config.keep:
             _log(f"kept {self.tmp}")
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
@@ -543,63 +555,12 @@ def _r(v: float | None) -> float | None:
     return None if v is None else round(v, 3)
 
 
-def _command_line() -> str:
-    return shlex.join(["fipstop", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("fipstop") else \
-        shlex.join(["fipstop", "bench", "ban"])
-
-
-def _fmt(v: Any, unit: str = "") -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:,.2f}{unit}"
-    return f"{v:,}{unit}"
-
-
-def render_table(doc: dict[str, Any]) -> str:
-    r = doc["results"]
-    rows = [("", "Fail2Ban on a file", "fipstop ips on FIPS rings", "ratio")]
-    f, p = r.get("fail2ban", {}), r.get("fips", {})
-    ra = doc["ratios"]
-
-    def row(label, key, unit="", sub=None, ratio=None):
-        def get(x):
-            v = x.get(key)
-            return v.get(sub) if sub and isinstance(v, dict) else v
-        rows.append((label, _fmt(get(f), unit), _fmt(get(p), unit), "" if ratio is None else f"{ratio}x"))
-
-    row("attackers banned", "attackers_banned")
-    row("share banned", "banned_share")
-    row("time until all banned", "time_all_banned_s", " s", ratio=ra.get("time_all_banned"))
-    row("attack lasted", "attack_s", " s")
-    row("all banned after the attack ended", "all_banned_after_attack_end_s", " s")
-    row("time-to-ban p50", "ttb_ms", " ms", "p50", ra.get("ttb_p50"))
-    row("time-to-ban p99", "ttb_ms", " ms", "p99", ra.get("ttb_p99"))
-    row("attack queries logged / sent", "attack_lines_logged_share")
-    row("records dropped", "records_dropped")
-    row("named queries/s (dnsperf)", "named_qps", ratio=ra.get("named_qps"))
-    row("IPS CPU time", "consumer_cpu_s", " s")
-    react = ((p.get("ips_stats") or {}).get("reaction_ms") or {})
-    if react.get("count"):
-        rows.append(("fips reaction p50 / p99 (maxretry-th record -> ban)", "",
-                     f"{react.get('p50')} / {react.get('p99')} ms", ""))
-    for side in (f, p):
-        if side.get("error"):
-            rows.append((f"{side['side']} failed", side["error"], "", ""))
-    w = [max(len(str(x[i])) for x in rows) for i in range(4)]
-    lines = ["  ".join(str(c).ljust(w[i]) if i == 0 else str(c).rjust(w[i]) for i, c in enumerate(x)) for x in rows]
-    for t in doc["targets"]:
-        ok = {True: "PASS", False: "FAIL", None: "n/a"}[t["ok"]]
-        lines.append(f"target {t['name']}: {t['target']}, measured {t['measured']}: {ok}"
-                     + (f" ({t['note']})" if t.get("note") else ""))
-    return "\n".join(lines)
-
-
-def main(args: argparse.Namespace) -> int:
-    bench = Bench(args)
+def main(config: BanConfig) -> int:
+    """Run ``fipstop bench ban``, publish the result."""
+    bench = Bench(config)
     try:
         doc = bench.run()
     finally:
         bench.cleanup()
-    publish("ban", doc, args, _dt.datetime.now(_dt.timezone.utc), render_table, _log)
+    publish("ban", doc, config.output, _dt.datetime.now(_dt.UTC), render_table, _log)
     return 0

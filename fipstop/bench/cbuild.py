@@ -1,9 +1,13 @@
 """Compiling the benchmarks' C helpers, shared by every ``fipstop bench``.
 
-Each helper is built with fips.c compiled in (no installed library needed)
-into ``build/bench/NAME-HASH`` (a temp dir when the tree is read-only), keyed
-by the compiler, flags and source contents so a rebuilt libfips is never
-measured with a stale binary; older builds of the same helper are removed.
+The helpers' sources ship with the package (:func:`source`: the files of
+``bench/*/`` through the symlinks ``fipstop/bench/csrc/*``, and libfips's
+``fipstop/csrc/fips.c``), so the benchmarks run from an installed package as
+from a checkout.  Each helper is built with fips.c compiled in (no installed
+library needed) into ``build/bench/NAME-HASH`` of the source tree (a temp dir
+when installed, or when the tree is read-only), keyed by the compiler, flags
+and source contents so a rebuilt libfips is never measured with a stale
+binary; older builds of the same helper are removed.
 """
 
 from __future__ import annotations
@@ -17,10 +21,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-FIPS_SRC = REPO_ROOT / "fipstop" / "csrc" / "fips.c"
-FIPS_HDR = REPO_ROOT / "fipstop" / "csrc" / "fips.h"
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+#: the checkout fipstop runs from (None: an installed package)
+SOURCE_TREE = PACKAGE_DIR.parent if (PACKAGE_DIR.parent / "pyproject.toml").is_file() else None
+FIPS_SRC = PACKAGE_DIR / "csrc" / "fips.c"
+FIPS_HDR = PACKAGE_DIR / "csrc" / "fips.h"
 CFLAGS = ("-O2", "-std=c11", "-D_GNU_SOURCE", "-pthread")
+
+
+def source(path: str) -> Path:
+    """A helper's C source, e.g. ``source("ring/ringbench.c")`` (bench/ring/ringbench.c)."""
+    return (Path(__file__).resolve().parent / "csrc" / path).resolve()
 
 
 def _one_line(text: str, limit: int = 240) -> str:
@@ -37,26 +48,30 @@ def cc_version(cc: str) -> str:
 
 
 def build_c(name: str, sources: tuple[Path, ...], extra: tuple[str, ...] = (),
-            cache_dir: Path | None = None) -> tuple[Path | None, str | None, dict[str, Any]]:
+            cache_dir: Path | None = None,
+            include_dir: Path | None = None) -> tuple[Path | None, str | None, dict[str, Any]]:
     """Compile ``sources`` (cc CFLAGS + extra) into NAME-HASH, cached by content.
-    Returns (binary, None, info) or (None, one-line reason, info)."""
+    ``include_dir``: where fips.h is (default: this libfips's); every header there
+    is part of the key.  Returns (binary, None, info) or (None, one-line reason, info)."""
     cc = os.environ.get("CC", "cc")
     flags = (*CFLAGS, *extra)
     info: dict[str, Any] = {"cc": cc, "cflags": list(flags)}
-    for src in (*sources, FIPS_HDR):
+    inc = include_dir or FIPS_HDR.parent
+    headers = tuple(sorted(include_dir.glob("*.h"))) if include_dir else (FIPS_HDR,)
+    for src in (*sources, inc / FIPS_HDR.name):
         if not src.is_file():
-            rel = src.relative_to(REPO_ROOT) if src.is_relative_to(REPO_ROOT) else src
-            return None, f"{rel} not found (the bench needs a source tree)", info
+            rel = src.relative_to(PACKAGE_DIR.parent) if src.is_relative_to(PACKAGE_DIR.parent) else src
+            return None, f"{rel} not found (fipstop was installed without the benchmarks' C sources)", info
     if shutil.which(cc) is None:
         return None, f"C compiler {cc!r} not found", info
     info["cc_version"] = cc_version(cc)
     h = hashlib.sha256()
     for part in (info["cc_version"], " ".join(flags)):
         h.update(part.encode())
-    for src in (*sources, FIPS_HDR):
+    for src in (*sources, *headers):
         h.update(src.read_bytes())
     key = h.hexdigest()[:16]
-    dirs = [cache_dir] if cache_dir else [REPO_ROOT / "build" / "bench"]
+    dirs = [cache_dir] if cache_dir else ([SOURCE_TREE / "build" / "bench"] if SOURCE_TREE is not None else [])
     dirs.append(Path(tempfile.gettempdir()) / f"fipstop-bench-{os.getuid()}")
     last = "no writable build directory"
     for d in dirs:
@@ -70,7 +85,7 @@ def build_c(name: str, sources: tuple[Path, ...], extra: tuple[str, ...] = (),
             last = f"cannot create {d}: {exc}"
             continue
         tmp = d / f".{name}-{key}.{os.getpid()}"
-        cmd = [cc, *flags, "-I", str(FIPS_HDR.parent), *map(str, sources), "-o", str(tmp)]
+        cmd = [cc, *flags, "-I", str(inc), *map(str, sources), "-o", str(tmp)]
         info["build_command"] = shlex.join(cmd)
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

@@ -34,7 +34,6 @@ import json
 import os
 import random
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -42,31 +41,25 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fipstop.bench.bind.hostload import wait_calm
+from fipstop.bench.ips_lines import _fill, _log, legit_line, query_line
+from fipstop.bench.ips_matcher import matcher_vs_previous
+from fipstop.bench.results import Output, machine_info, publish
+from fipstop.children import popen
 from fipstop.errors import exc_line
+from fipstop.ips.filters import expand_tags
+from fipstop.ips.jails import BUILTIN_JAILS, compile_jail
+from fipstop.ips.stats import write_atomic
+from fipstop.sigflag import SignalFlag
 
 THROUGHPUT_TARGET = 500_000
 REACTION_P99_TARGET_MS = 10.0
 SCHEMA = 1
 F2B_PATH = "/usr/lib/python3/dist-packages"
-
-
-def _log(msg: str) -> None:
-    print(f"bench ips: {msg}", file=sys.stderr, flush=True)
-
-
-def query_line(i: int, k: int = 0) -> bytes:
-    """A BIND 9.18 query-log record as libfips_syslog.so stores it (client i)."""
-    return (f"<30>named[4242]: client @0x7f3a2c0{k % 10}b168 10.{(i >> 8) & 255}.{i & 255}.{1 + (i >> 16)}"
-            f"#{1024 + (i * 7 + k) % 60000} (www{k % 97}.example.com): query: www{k % 97}.example.com IN A "
-            f"+E(0)K (127.0.0.1)").encode()
-
-
-def legit_line(i: int, k: int) -> bytes:
-    return (f"<30>named[4242]: client @0x7f3a2c0{k % 10}b168 192.168.{(i >> 8) & 255}.{i & 255}"
-            f"#{1024 + k % 60000} (mail.example.org): query: mail.example.org IN MX +E(0) (127.0.0.1)").encode()
 
 
 def _pct(vals: list[float]) -> dict[str, float]:
@@ -78,17 +71,6 @@ def _pct(vals: list[float]) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------------------- throughput
-
-
-def _fill(prod, lines: list[bytes], want: int) -> int:
-    n = 0
-    while n < want:
-        chunk = lines[: min(len(lines), want - n)]
-        got = prod.log_batch(chunk)
-        n += got
-        if got < len(chunk):
-            break
-    return n
 
 
 def _drain_timed(cons, per_batch) -> tuple[int, float, float]:
@@ -105,10 +87,9 @@ def _drain_timed(cons, per_batch) -> tuple[int, float, float]:
 
 
 def _throughput(shm: str, total: int, f2b_total: int) -> dict[str, Any]:
-    from fipstop import _fips, _ipsfast
-    from fipstop.ips.filters import expand_tags
-    from fipstop.ips.jails import BUILTIN_JAILS, compile_jail
     from dataclasses import replace
+
+    from fipstop import _fips, _ipsfast
 
     lines = [query_line(i, i) for i in range(65536)]
     random.Random(1).shuffle(lines)
@@ -272,11 +253,12 @@ def _ttb_run(shm: str, tag: str, consumer_argv: list[str], stats: Path, lines: l
     domain = f"bench-ips-{tag}"
     dom = _fips.Domain(domain, shm, create=2, ring_capacity=1 << 24, max_record=512, max_consumers=4)
     env = dict(os.environ, FIPS_SHM_DIR=shm)
-    proc = subprocess.Popen(consumer_argv + ["--domain", domain], env=env, stdout=subprocess.DEVNULL,
+    proc = popen(consumer_argv + ["--domain", domain], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     try:
         if _wait_stats(stats, lambda d: True, 15) is None:
-            raise RuntimeError(f"{tag}: consumer did not start: {(proc.stderr.read() if proc.poll() is not None else '')[:300]}")
+            err = proc.stderr.read() if proc.poll() is not None and proc.stderr is not None else ""
+            raise RuntimeError(f"{tag}: consumer did not start: {err[:300]}")
         stop = threading.Event()
         prod = _produce(shm, domain, lines, rate, stop)
         final = _wait_stats(stats, lambda d: d.get("bans", 0) >= attackers and d.get("records", 0) >= prod["lines"],
@@ -351,16 +333,11 @@ def _naive_main(argv: list[str]) -> int:
     p.add_argument("--bantime", type=float, default=600)
     ns = p.parse_args(argv)
     from fipstop import _fips
-    from fipstop.ips.filters import expand_tags
-    from fipstop.ips.jails import BUILTIN_JAILS
-    from fipstop.ips.stats import write_atomic
 
     pat = re.compile(expand_tags(BUILTIN_JAILS["named-query-rate"].filter.failregex[0]).replace(r"\z", r"\Z")
                      .encode())
     dom = _fips.Domain(ns.domain, None, create=False)
     cons = _fips.Consumer(dom, f"naive-{os.getpid()}")
-    from fipstop.sigflag import SignalFlag
-
     stop = SignalFlag()  # not a threading.Event: set from a signal handler
     signal.signal(signal.SIGTERM, stop.set)
     state: dict[bytes, list[int]] = {}
@@ -416,10 +393,6 @@ def _naive_main(argv: list[str]) -> int:
 # --------------------------------------------------------------------------------------- report
 
 
-def _command_line() -> str:
-    return "fipstop " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "fipstop bench ips"
-
-
 def render_table(doc: dict[str, Any]) -> str:
     t = doc["throughput"]
     out = [f"fipstop bench ips  ({doc['date']}, {doc['machine'].get('cpu_model', '')})", "",
@@ -431,6 +404,23 @@ def render_table(doc: dict[str, Any]) -> str:
     for k in ("ratio_vs_naive_python", "ratio_vs_fail2ban_regex"):
         if k in t:
             out.append(f"  {k:32s} {t[k]:>12}x")
+    mv = t.get("matcher_vs_previous") or {}
+    if "previous_rev" in mv:
+        ins = mv.get("instructions") or {}
+        out += ["", f"matcher, this code vs the previous ({mv['previous_rev'][:12]}), same build, same run, "
+                f"batches in turns, median of {mv['rounds']} rounds, lines per CPU-s:"]
+        for k in ("bind_query_rate", "bind_named_refused_nomatch", "dated_file_query_rate",
+                  "control_current_vs_current"):
+            v = mv.get(k) or {}
+            iv = ins.get(k) or {}
+            out.append(f"  {k:28s} previous {v.get('previous', {}).get('lines_per_cpu_s', '-'):>11} "
+                       f"(matched {v.get('previous', {}).get('matched', '-')})  current "
+                       f"{v.get('current', {}).get('lines_per_cpu_s', '-'):>11} (matched "
+                       f"{v.get('current', {}).get('matched', '-')})  ratio {v.get('ratio_current_over_previous', '-')}"
+                       f"  instructions/line {iv.get('previous', {}).get('instructions_per_line', '-')} -> "
+                       f"{iv.get('current', {}).get('instructions_per_line', '-')}")
+    elif mv:
+        out += ["", f"matcher vs previous: {mv.get('status')}: {mv.get('reason')}"]
     tb = doc.get("time_to_ban", {})
     out += ["", "time-to-ban (record crossing maxretry -> ban), ms:"]
     for k in ("fipstop", "naive_python", f"fipstop_{STRESS}x_rate", f"naive_python_{STRESS}x_rate"):
@@ -466,13 +456,25 @@ def _renice(want: int | None) -> int:
     return os.getpriority(os.PRIO_PROCESS, 0)
 
 
-def main(args: argparse.Namespace) -> int:
-    from fipstop.bench.results import machine_info, publish
+@dataclass(frozen=True)
+class IpsBenchConfig:
+    """``fipstop bench ips``'s options (None: the default, or the --quick one)."""
 
-    quick = bool(getattr(args, "quick", False))
+    output: Output = Output()
+    quick: bool = False
+    attackers: int | None = None
+    rate: float | None = None
+    nice: int | None = None
+    calm_wait: float | None = None
+    baseline: str | None = None  # git revision of the previous matcher (default: the one before this change)
+
+
+def main(config: IpsBenchConfig) -> int:
+    """Run ``fipstop bench ips``, publish the result."""
+    quick = config.quick
     nice_before = os.getpriority(os.PRIO_PROCESS, 0)
-    nice = _renice(getattr(args, "nice", None))
-    now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    nice = _renice(config.nice)
+    now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     t_start = time.monotonic()
     load_start = [round(x, 2) for x in os.getloadavg()]
     # a directory of its own (removed at the end) under $FIPS_SHM_DIR, else /dev/shm
@@ -481,19 +483,23 @@ def main(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="fipstop-bench-ips-"))
     try:
         total, f2b_total = (200_000, 30_000) if quick else (2_000_000, 200_000)
-        calm = getattr(args, "calm_wait", None)
+        calm = config.calm_wait
         calm = (0.0 if quick else 60.0) if calm is None else calm
         calm_info = None
         if calm > 0:
-            from fipstop.bench.bind import wait_calm
-
             _log(f"waiting up to {calm:g} s for other load to settle ...")
             waited, busy = wait_calm(calm)
             calm_info = {"waited_s": waited, "busy_cores_before": busy}
         _log(f"throughput: {total} lines through _ipsfast, {f2b_total} through each baseline ...")
         thr = _throughput(shm, total, f2b_total)
-        attackers = getattr(args, "attackers", None) or (4096 if quick else 65536)
-        rate = getattr(args, "rate", None) or 100_000.0
+        _log("matcher: the current C matcher against the previous one (built from git) ...")
+        try:
+            thr["matcher_vs_previous"] = matcher_vs_previous(shm, total, config.baseline,
+                                                              3 if quick else 12, instructions=not quick)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:  # no git, no compiler: say so
+            thr["matcher_vs_previous"] = {"status": "error", "reason": exc_line(exc)}
+        attackers = config.attackers or (4096 if quick else 65536)
+        rate = config.rate or 100_000.0
         try:
             ttb = _time_to_ban(shm, attackers, rate, 5, tmp, stress=not quick, rounds=1 if quick else 3)
         except Exception as exc:  # report, do not crash the bench
@@ -516,12 +522,30 @@ def main(args: argparse.Namespace) -> int:
          "verdict": ("pass" if r.get("p99", 1e9) <= REACTION_P99_TARGET_MS and banned == 1.0 else "fail")
          if r.get("count") else "error"},
     ]
-    doc = {"bench": "ips", "schema": SCHEMA, "command": getattr(args, "command_line", None) or _command_line(),
+    mv = thr.get("matcher_vs_previous", {})
+    control = (mv.get("control_current_vs_current") or {}).get("round_ratios") or [1.0]
+    for key in ("bind_query_rate", "bind_named_refused_nomatch"):
+        row = mv.get(key) or {}
+        ins = (mv.get("instructions") or {}).get(key) or {}
+        ratio = row.get("ratio_current_over_previous")
+        iratio = ins.get("ratio_previous_over_current")
+        # "within noise": not below the A/A control's lowest round and at most 1 % more instructions
+        targets.append({
+            "name": f"{key}_vs_previous", "target": ">= 1 (same run)",
+            "measured": ratio, "instructions_previous_over_current": iratio,
+            "control_round_ratios": [min(control), max(control)],
+            "verdict": "error" if ratio is None else ("pass" if ratio >= 1.0 and (iratio is None or iratio >= 1.0)
+                                                     else "within noise" if ratio >= min(control)
+                                                     and (iratio or 1) >= 0.99 else "fail")})
+    dated = mv.get("dated_file_query_rate") or {}
+    targets.append({"name": "dated_file_lines_per_cpu_s", "target": "stated",
+                    "measured": (dated.get("current") or {}).get("lines_per_cpu_s"), "verdict": "stated"})
+    doc = {"bench": "ips", "schema": SCHEMA, "command": config.output.command,
            "date": now.isoformat().replace("+00:00", "Z"), "machine": machine_info(), "loadavg_at_start": load_start,
            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()], "calm_wait": calm_info,
            "nice": nice, "quick": quick, "throughput": thr, "time_to_ban": ttb, "targets": targets,
            "wall_s": round(time.monotonic() - t_start, 2)}
-    publish("ips", doc, args, now, render_table, _log)
+    publish("ips", doc, config.output, now, render_table, _log)
     return 0
 
 

@@ -32,26 +32,29 @@ bench/results/profile-<UTC stamp>.json and profile-latest.json (or --out).
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import math
 import os
-import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fipstop.bench.cbuild import build_c
-from fipstop.bench.results import machine_info, publish, t975
+from fipstop.bench.cbuild import FIPS_SRC, build_c, source
+from fipstop.bench.results import Output, machine_info, publish, t975
+from fipstop.children import popen
+from fipstop.errors import FipsError
+from fipstop.probes.bpf import BpfProfiler
+from fipstop.probes.pyspy import PySpyProfiler
+from fipstop.probes.stacks import ProfileSample
+from fipstop.probes.threads import ThreadSampler
 
 SCHEMA = 1
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CONTEND_SRC = REPO_ROOT / "bench" / "profile" / "contend.c"
-FIPS_SRC = REPO_ROOT / "fipstop" / "csrc" / "fips.c"
+CONTEND_SRC = source("profile/contend.c")
 TARGET_DROP_PCT = 5.0
 DEFAULT_SECONDS, QUICK_SECONDS = 5.0, 1.0
 DEFAULT_ROUNDS, QUICK_ROUNDS = 6, 2
@@ -90,7 +93,8 @@ def work(i):
     k = 0
     go.wait()
     while not stop:
-        line = f"client @0x7f{k:010x} 127.0.0.{i}#{1024 + k % 60000} (h{k % 5000}.example.test): query: h{k % 5000}.example.test IN A +E(0) (127.0.0.1)".encode()
+        line = (f"client @0x7f{k:010x} 127.0.0.{i}#{1024 + k % 60000} (h{k % 5000}.example.test): "
+                f"query: h{k % 5000}.example.test IN A +E(0) (127.0.0.1)").encode()
         with lock:
             p.log(line)
         k += 1
@@ -111,7 +115,8 @@ for t in ths:
 ops = sum(counts)
 import resource
 ru = resource.getrusage(resource.RUSAGE_SELF)
-print(f"ops {ops} seconds {el:.6f} ops_per_s {ops / el:.1f} dropped 0 cpu_s {ru.ru_utime + ru.ru_stime:.3f}", flush=True)
+print(f"ops {ops} seconds {el:.6f} ops_per_s {ops / el:.1f} dropped 0 cpu_s {ru.ru_utime + ru.ru_stime:.3f}",
+      flush=True)
 dom.close()
 """
 
@@ -149,7 +154,7 @@ def judge(stats: dict[str, Any], target_pct: float = TARGET_DROP_PCT) -> tuple[b
         return None, False
     passed = stats["drop_pct"] <= target_pct
     ci = stats.get("drop_ci95_pct")
-    conclusive = bool(ci) and (ci[1] <= target_pct if passed else ci[0] > target_pct)
+    conclusive = ci is not None and (ci[1] <= target_pct if passed else ci[0] > target_pct)
     return passed, conclusive
 
 
@@ -195,27 +200,22 @@ def wait_calm(limit_s: float) -> float:
 # --------------------------------------------------------------------------- #
 # one run
 # --------------------------------------------------------------------------- #
-def _profiler(variant: str, pid: int):
+Sampler = ThreadSampler | BpfProfiler | PySpyProfiler
+
+
+def _profiler(variant: str, pid: int) -> tuple[Sampler | None, str | None]:
     """(profiler or None, reason when the variant cannot run)."""
+    p: Sampler
     if variant in ("none", "py_none"):
         return None, None
-    try:
-        if variant == "threads":
-            from fipstop.probes.threads import ThreadSampler
-
-            p = ThreadSampler(pid)
-        elif variant == "bpf":
-            from fipstop.probes.bpf import BpfProfiler
-
-            p = BpfProfiler(pid)
-        elif variant == "py_pyspy":
-            from fipstop.probes.pyspy import PySpyProfiler
-
-            p = PySpyProfiler(pid)
-        else:
-            return None, f"unknown variant {variant}"
-    except ImportError as exc:
-        return None, f"profiler not available: {exc}"
+    if variant == "threads":
+        p = ThreadSampler(pid)
+    elif variant == "bpf":
+        p = BpfProfiler(pid)
+    elif variant == "py_pyspy":
+        p = PySpyProfiler(pid)
+    else:
+        return None, f"unknown variant {variant}"
     ok, why = p.available()
     if not ok:
         return None, why
@@ -223,7 +223,8 @@ def _profiler(variant: str, pid: int):
 
 
 def run_once(variant: str, argv: list[str], seconds: float) -> dict[str, Any]:
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
     rec: dict[str, Any] = {"variant": variant, "status": "ok"}
     prof = None
     samples = 0
@@ -242,9 +243,8 @@ def run_once(variant: str, argv: list[str], seconds: float) -> dict[str, Any]:
             t0 = time.monotonic()
             prof.start()
             rec["profiler_start_s"] = round(time.monotonic() - t0, 3)
-            state = getattr(prof, "state", "running")
-            if state == "failed":
-                rec.update(status="skipped", reason=getattr(prof, "reason", "failed"))
+            if isinstance(prof, BpfProfiler) and prof.state == "failed":
+                rec.update(status="skipped", reason=prof.reason or "failed")
             prof.sample()
         stat0, self0 = _cpu_totals(), _self_cpu()
         proc.stdin.write("go\n")
@@ -258,16 +258,16 @@ def run_once(variant: str, argv: list[str], seconds: float) -> dict[str, Any]:
                 break
             s = prof.sample()
             samples += 1
-            if not getattr(s, "available", True):
-                rec.setdefault("sample_problems", []).append(getattr(s, "reason", "?"))
+            if not s.available:
+                rec.setdefault("sample_problems", []).append(s.reason or "?")
         out, err = proc.communicate(timeout=seconds + 60)
     finally:
         if prof is not None:
             try:
                 last = prof.sample()
                 samples += 1
-                extra = getattr(last, "extra", None)
-                if variant == "bpf" and extra:
+                extra = last.extra if isinstance(last, ProfileSample) else None
+                if isinstance(prof, BpfProfiler) and extra:
                     rec["bpf_losses"] = {k: int(v) for k, v in extra.items()
                                          if k.endswith(("_full", "_eexist", "_enomem")) and v}
                     rec["bpf_lost_totals"] = {k: v for k, v in prof.lost_totals().items() if v}
@@ -309,24 +309,34 @@ def run_once(variant: str, argv: list[str], seconds: float) -> dict[str, Any]:
 # --------------------------------------------------------------------------- #
 # the bench
 # --------------------------------------------------------------------------- #
-def main(args: argparse.Namespace) -> int:
-    quick = bool(getattr(args, "quick", False))
-    seconds = getattr(args, "seconds", None) or (QUICK_SECONDS if quick else DEFAULT_SECONDS)
-    rounds = getattr(args, "rounds", None) or (QUICK_ROUNDS if quick else DEFAULT_ROUNDS)
-    calm = getattr(args, "calm_wait", None)
+@dataclass(frozen=True)
+class ProfileBenchConfig:
+    """``fipstop bench profile``'s options (None: the default, or the --quick one)."""
+
+    output: Output = Output()
+    quick: bool = False
+    seconds: float | None = None
+    rounds: int | None = None
+    variants: tuple[str, ...] = ()  # (): every variant
+    calm_wait: float | None = None
+
+
+def main(config: ProfileBenchConfig) -> int:
+    """Run ``fipstop bench profile``, publish the result."""
+    quick = config.quick
+    seconds = config.seconds or (QUICK_SECONDS if quick else DEFAULT_SECONDS)
+    rounds = config.rounds or (QUICK_ROUNDS if quick else DEFAULT_ROUNDS)
+    calm = config.calm_wait
     calm = (0.0 if quick else 20.0) if calm is None else calm
-    wanted = getattr(args, "variants", None)
-    variants = [v.strip() for v in wanted.split(",")] if wanted else [*C_VARIANTS, *PY_VARIANTS]
+    variants = list(config.variants) if config.variants else [*C_VARIANTS, *PY_VARIANTS]
     unknown = [v for v in variants if v not in DESCRIPTIONS]
     if unknown:
-        from fipstop.errors import FipsError
-
         raise FipsError(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(DESCRIPTIONS)}")
     for v in list(variants):  # every variant needs its baseline in the same run
         b = BASELINE.get(v)
         if b and b not in variants:
             variants.insert(0, b)
-    now = _dt.datetime.now(_dt.timezone.utc)
+    now = _dt.datetime.now(_dt.UTC)
     binary, why, build = build_c("profile-contend", (CONTEND_SRC, FIPS_SRC))
     c_vars = [v for v in variants if v in C_VARIANTS]
     py_vars = [v for v in variants if v in PY_VARIANTS]
@@ -373,10 +383,11 @@ def main(args: argparse.Namespace) -> int:
         if base:
             pairs = []  # (ratio, disturbed)
             for x in ok_runs:
-                b = next((y for y in runs if y["variant"] == base and y["round"] == x["round"]
-                          and y["status"] == "ok"), None)
-                if b and b["ops_per_s"] > 0:
-                    pairs.append((x["ops_per_s"] / b["ops_per_s"], bool(x.get("disturbed") or b.get("disturbed"))))
+                paired = next((y for y in runs if y["variant"] == base and y["round"] == x["round"]
+                               and y["status"] == "ok"), None)
+                if paired and paired["ops_per_s"] > 0:
+                    pairs.append((x["ops_per_s"] / paired["ops_per_s"],
+                                  bool(x.get("disturbed") or paired.get("disturbed"))))
             calm_pairs = [q for q, d in pairs if not d]
             use = calm_pairs if len(calm_pairs) >= 2 else [q for q, _ in pairs]
             entry["baseline"] = base
@@ -395,7 +406,7 @@ def main(args: argparse.Namespace) -> int:
         results.append(entry)
     doc = {
         "bench": "profile", "schema": SCHEMA,
-        "command": getattr(args, "command_line", None) or _command_line(),
+        "command": config.output.command,
         "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": machine_info(),
         "params": {"seconds_per_run": seconds, "rounds": rounds, "producer_threads": PRODUCER_THREADS,
@@ -408,17 +419,8 @@ def main(args: argparse.Namespace) -> int:
         "targets": targets,
         "runs": runs,
     }
-    publish("profile", doc, args, now, render_table, _log)
+    publish("profile", doc, config.output, now, render_table, _log)
     return 0
-
-
-def _command_line() -> str:
-    a0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("fipstop")
-    if a0.name == "__main__.py" and a0.parent.name == "fipstop":
-        return shlex.join([Path(sys.executable).name, "-m", "fipstop", *sys.argv[1:]])
-    if a0.name == "profile.py":
-        return shlex.join([Path(sys.executable).name, "-m", "fipstop.bench.profile", *sys.argv[1:]])
-    return shlex.join([a0.name, *sys.argv[1:]])
 
 
 def render_table(doc: dict[str, Any]) -> str:
@@ -431,7 +433,8 @@ def render_table(doc: dict[str, Any]) -> str:
         t = next((t for t in doc["targets"] if t["id"] == f"drop_{e['variant']}"), None)
         verdict = ""
         if t:
-            verdict = {True: "pass", False: "FAIL", None: "n/a"}[t["passed"]] + ("" if t["conclusive"] else " (inconclusive)")
+            verdict = {True: "pass", False: "FAIL", None: "n/a"}[t["passed"]]
+            verdict += "" if t["conclusive"] else " (inconclusive)"
         if e["status"] != "ok":
             lines.append(f"{e['variant']:<10} {e['status']}: {e.get('reason')}")
             continue
@@ -442,24 +445,3 @@ def render_table(doc: dict[str, Any]) -> str:
     for n in doc.get("notes", []):
         lines.append(f"note: {n}")
     return "\n".join(lines)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m fipstop.bench.profile", description=__doc__.split("\n")[0])
-    add_arguments(p)
-    return p
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--quick", action="store_true", help="short run: 1 s per run, 2 rounds")
-    p.add_argument("--seconds", type=float, metavar="S", help=f"seconds per run (default {DEFAULT_SECONDS:g})")
-    p.add_argument("--rounds", type=int, metavar="N", help=f"rounds (default {DEFAULT_ROUNDS})")
-    p.add_argument("--variants", metavar="V,V", help="variants (default none,threads,bpf,py_none,py_pyspy)")
-    p.add_argument("--calm-wait", type=float, metavar="S",
-                   help="before each run wait up to S s for other load to settle (default 20; 0 with --quick)")
-    p.add_argument("--out", metavar="PATH", help="write the JSON result to PATH (default bench/results/)")
-
-
-if __name__ == "__main__":
-    sys.exit(main(build_parser().parse_args()))

@@ -16,11 +16,9 @@ frame there.
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import os
 import random
-import shlex
 import sys
 import tempfile
 import threading
@@ -28,7 +26,12 @@ import time
 import zlib
 from typing import Any
 
-from fipstop.bench.results import machine_info, publish
+from fipstop.bench.results import Output, machine_info, publish
+from fipstop.config import BackendsConfig
+from fipstop.model.raw import RawFrame
+from fipstop.probes.backends import BackendsProbe
+from fipstop.probes.ring import RingProbe
+from fipstop.recording.store import RecordingReader, RecordingWriter
 
 SCHEMA = 1
 BUDGET_MB_PER_HOUR = 5.0
@@ -38,7 +41,8 @@ def _log(msg: str) -> None:
     print(f"bench record: {msg}", file=sys.stderr, flush=True)
 
 
-def _workload(shm: str, rings: int, consumers: int, stop: threading.Event) -> list[threading.Thread]:
+def _workload(shm: str, rings: int, consumers: int, stop: threading.Event) -> tuple[Any, list[threading.Thread]]:
+    """The bench's producers and consumers running on threads, and their domain (which the caller closes)."""
     from fipstop._fips import Consumer, Domain, Producer
 
     dom = Domain("benchrec", shm, max_rings=rings + 8, max_consumers=consumers + 2, ring_capacity=1 << 16,
@@ -75,30 +79,34 @@ def _workload(shm: str, rings: int, consumers: int, stop: threading.Event) -> li
         threads.append(threading.Thread(target=consume, args=(j,), daemon=True))
     for t in threads:
         t.start()
-    threads.append(dom)  # type: ignore[arg-type]  # closed by the caller
-    return threads
+    return dom, threads
+
+
+def _thread_io() -> tuple[int, int]:
+    """(wchar, write_bytes) of the calling thread so far (/proc/thread-self/io): what the recorder
+    itself wrote - the producer and consumer threads of the workload share the process."""
+    vals = {}
+    with open("/proc/thread-self/io") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            vals[k.strip()] = int(v)
+    return vals.get("wchar", 0), vals.get("write_bytes", 0)
 
 
 def _measure(rings: int, consumers: int, seconds: float, interval: float) -> dict[str, Any]:
     import numpy as np
 
-    from fipstop.probes.ring import RingProbe
-    from fipstop.recording import RecordingReader, RecordingWriter
-
     with tempfile.TemporaryDirectory(prefix="fipstop-bench-rec-") as tmp:
         shm = os.path.join(tmp, "shm")
         os.mkdir(shm)
         stop = threading.Event()
-        parts = _workload(shm, rings, consumers, stop)
-        dom = parts.pop()
+        dom, parts = _workload(shm, rings, consumers, stop)
         time.sleep(1.0)  # every ring created, consumers joined
         probe = RingProbe(shm_dir=shm)
         # the recorder records the other probes too: the host's backends, as `fipstop record` does
-        from fipstop.backends import BackendsProbe
-        from fipstop.config import BackendsConfig
-
         backends = BackendsProbe(BackendsConfig())
         path = os.path.join(tmp, "r.fsr")
+        io0 = _thread_io()
         w = RecordingWriter(path, interval_s=interval, host="bench")
         raw_b = zlib_b = 0
         enc_ns = []
@@ -114,16 +122,17 @@ def _measure(rings: int, consumers: int, seconds: float, interval: float) -> dic
                 in_use = (int(d.active_ring_indices().size), int(d.active_consumer_indices().size))
             aux = {"backends": backends.sample()}
             t0 = time.perf_counter_ns()
-            w.append(s, aux)
+            w.append(RawFrame(s, aux))
             enc_ns.append(time.perf_counter_ns() - t0)
             n += 1
             next_t += interval
             time.sleep(max(0.0, next_t - time.monotonic()))
         stop.set()
-        for t in parts:
-            t.join(timeout=5)
+        for part in parts:
+            part.join(timeout=5)
         probe.close()
-        w.close()
+        w.close()  # its last checkpoint is part of what recording writes
+        io1 = _thread_io()
         dom.close()
         file_b = sum(os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp) if f.startswith("r.fsr"))
         # what each frame adds to the file: the bytes its rows and index entries take in their pages
@@ -143,13 +152,16 @@ def _measure(rings: int, consumers: int, seconds: float, interval: float) -> dic
         rng = random.Random(1)
         seek_ms = []
         for _ in range(20):
-            t = rng.randrange(first, last + 1)
+            at = rng.randrange(first, last + 1)
             t0 = time.perf_counter_ns()
-            r.read(r.seq_at(t))
+            seq = r.seq_at(at)
+            assert seq is not None, "a time inside the recording has a frame"
+            r.read(seq)
             seek_ms.append((time.perf_counter_ns() - t0) / 1e6)
         r.close()
     per_hour = 3600.0 / interval
     ours = w.bytes_written / n
+    wchar, wbytes = (io1[0] - io0[0]) / n, (io1[1] - io0[1]) / n
     on_disk = used / n if used else file_b / n
     return {
         "frames": n,
@@ -157,7 +169,10 @@ def _measure(rings: int, consumers: int, seconds: float, interval: float) -> dic
         "rings_in_use": in_use[0],
         "consumers_in_use": in_use[1],
         "bytes_per_frame": {"raw_snapshot": round(raw_b / n, 1), "zlib_only": round(zlib_b / n, 1),
-                            "fipstop_codec": round(ours, 1), "fipstop_file_on_disk": round(on_disk, 1)},
+                            "fipstop_codec": round(ours, 1), "fipstop_file_on_disk": round(on_disk, 1),
+                            "fipstop_written": round(wbytes, 1), "fipstop_written_wchar": round(wchar, 1)},
+        "written_method": "/proc/thread-self/io of the recording thread from opening the file to closing it: "
+                          "write_bytes (sent to the storage layer) and wchar (passed to write calls), per frame",
         "file_bytes_at_end": file_b,
         "file_fixed_bytes": fixed,
         "on_disk_method": "SQLite dbstat: bytes used in the pages of the frames table and its index, per frame; "
@@ -165,7 +180,8 @@ def _measure(rings: int, consumers: int, seconds: float, interval: float) -> dic
         "ratio_vs_zlib_only": round((zlib_b / n) / ours, 2) if ours else None,
         "mb_per_hour": {"raw_snapshot": round(raw_b / n * per_hour / 1e6, 2),
                         "zlib_only": round(zlib_b / n * per_hour / 1e6, 2),
-                        "fipstop_file_on_disk": round((on_disk * per_hour + (fixed or 0)) / 1e6, 2)},
+                        "fipstop_file_on_disk": round((on_disk * per_hour + (fixed or 0)) / 1e6, 2),
+                        "fipstop_written": round(wbytes * per_hour / 1e6, 2)},
         "encode_and_commit_ms": {"p50": round(float(np.percentile(enc_ns, 50)) / 1e6, 3),
                                  "p95": round(float(np.percentile(enc_ns, 95)) / 1e6, 3)},
         "seek_ms": {"p50": round(float(np.percentile(seek_ms, 50)), 2),
@@ -182,6 +198,7 @@ def render_table(doc: dict[str, Any]) -> str:
              f"  {'raw snapshot':24}{b['raw_snapshot']:>12.0f}{h['raw_snapshot']:>10.2f}",
              f"  {'zlib only (baseline)':24}{b['zlib_only']:>12.0f}{h['zlib_only']:>10.2f}",
              f"  {'fipstop file on disk':24}{b['fipstop_file_on_disk']:>12.0f}{h['fipstop_file_on_disk']:>10.2f}",
+             f"  {'fipstop writes (I/O)':24}{b['fipstop_written']:>12.0f}{h['fipstop_written']:>10.2f}",
              f"  codec alone {b['fipstop_codec']:.0f} B/frame, {m['ratio_vs_zlib_only']}x smaller than zlib only",
              f"  write p50 {m['encode_and_commit_ms']['p50']} ms, seek+decode p95 {m['seek_ms']['p95']} ms"]
     for t in doc["targets"]:
@@ -189,18 +206,18 @@ def render_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(args: argparse.Namespace) -> int:
-    quick = bool(getattr(args, "quick", False))
-    seconds = getattr(args, "seconds", None) or (4.0 if quick else 120.0)
+def main(output: Output, *, quick: bool = False, seconds: float | None = None) -> int:
+    """Run ``fipstop bench record``, publish the result."""
+    seconds = seconds or (4.0 if quick else 120.0)
     interval = 0.5 if quick else 1.0
-    now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     _log(f"64 producer threads, 4 consumers, a frame every {interval:g} s for {seconds:g} s ...")
     res = _measure(64, 4, seconds, interval)
     mbh = res["mb_per_hour"]["fipstop_file_on_disk"]
     doc = {
         "bench": "record",
         "schema": SCHEMA,
-        "command": "fipstop bench record" + (" " + shlex.join(sys.argv[3:]) if len(sys.argv) > 3 else ""),
+        "command": output.command,
         "date": now.isoformat().replace("+00:00", "Z"),
         "machine": machine_info(),
         "quick": quick,
@@ -209,5 +226,5 @@ def main(args: argparse.Namespace) -> int:
                      "measured": mbh,
                      "verdict": ("pass" if mbh <= BUDGET_MB_PER_HOUR else "fail") if not quick else "quick run"}],
     }
-    publish("record", doc, args, now, render_table, _log)
+    publish("record", doc, output, now, render_table, _log)
     return 0

@@ -2,8 +2,10 @@
 the one t-interval they report.
 
 Each run writes one JSON document: to ``--out`` when given, else to
-``bench/results/<kind>-<UTC stamp>.json`` and ``<kind>-latest.json`` in the
-repository, so a committed result always carries the command that made it.
+``<kind>-<UTC stamp>.json`` and ``<kind>-latest.json`` in :data:`RESULTS_DIR`
+- ``bench/results/`` of the source tree when fipstop runs from one (a
+committed result always carries the command that made it), else
+``./bench-results`` - and prints it: the JSON with ``--json``, else a table.
 """
 
 from __future__ import annotations
@@ -16,12 +18,23 @@ import socket
 import statistics
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RESULTS_DIR = REPO_ROOT / "bench" / "results"
+from fipstop.bench.cbuild import SOURCE_TREE
+
+RESULTS_DIR = SOURCE_TREE / "bench" / "results" if SOURCE_TREE is not None else Path("bench-results")
+
+
+@dataclass(frozen=True)
+class Output:
+    """What every bench does with its result (its --json, --out)."""
+
+    json: bool = False  # print the JSON document instead of the table
+    out: str | None = None  # write the document only here
+    command: str = ""  # the command that made it, recorded in the document
 
 
 def cpu_model() -> str:
@@ -55,13 +68,13 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def publish(kind: str, doc: dict[str, Any], args: Any, now: datetime,
+def publish(kind: str, doc: dict[str, Any], output: Output, now: datetime,
             render_table: Callable[[dict[str, Any]], str], log: Callable[[str], None]) -> list[Path]:
     """Write ``doc`` as described above, then print it: the JSON text with
     ``--json``, else the human table. Returns the files written."""
     text = json.dumps(doc, indent=2) + "\n"
     written: list[Path] = []
-    out = getattr(args, "out", None)
+    out = output.out
     if out:
         p = Path(out)
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -76,7 +89,7 @@ def publish(kind: str, doc: dict[str, Any], args: Any, now: datetime,
                 written.append(RESULTS_DIR / name)
         except OSError as exc:
             log(f"cannot write results to {RESULTS_DIR}: {exc}")
-    if getattr(args, "json", False):
+    if output.json:
         sys.stdout.write(text)
     else:
         print(render_table(doc))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fipstop.bench.results import output_line
+from fipstop.children import popen
 
 
 def find_rsyslogd() -> str | None:
@@ -80,7 +81,7 @@ def start_rsyslogd(
     d.mkdir(parents=True, exist_ok=True)
     sock, out, conf, pidf = d / "log.sock", d / "messages", d / "rsyslog.conf", d / "rsyslogd.pid"
     conf.write_text(rsyslog_conf(d, sock, out), encoding="utf-8")
-    proc = subprocess.Popen(
+    proc = popen(
         [rsyslogd, "-n", "-f", str(conf), "-i", str(pidf)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

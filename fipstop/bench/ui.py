@@ -36,29 +36,31 @@ ui-latest.json (or --out PATH) with the machine and the command.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime as _dt
-import json
 import os
-import shlex
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
+from fipstop import fixtures
+from fipstop.bench.results import Output, machine_info, publish
+from fipstop.bench.ui_ab import AB_TARGET, ab_verdict, producer_ab
+from fipstop.children import popen
 from fipstop.errors import exc_line
-from fipstop.bench.results import mean_ci, publish  # mean_ci: the A/B's interval
+from fipstop.model.raw import RawFrame
+from fipstop.model.snapshot import ModelStep
+from fipstop.sources.samples import SampleListSource
+from fipstop.views.app import FipsTopApp
+from fipstop.views.overview import OverviewScreen
+from fipstop.views.widgets.table import VirtualTable
 
 SCHEMA = 1
-REPO_ROOT = Path(__file__).resolve().parents[2]
 FRAME_TARGET_MS = 50.0
 CPU_TARGET_PCT = 5.0
-AB_TARGET = 0.01  # attaching the app changes a producer's throughput by <= 1 %
 
 
 def _log(msg: str) -> None:
@@ -73,7 +75,7 @@ def _pct(values: list[float], p: float) -> float:
     return v[k]
 
 
-def _stats(values: list[float]) -> dict[str, float]:
+def _stats(values: list[float]) -> dict[str, float | None]:
     return {
         "median": round(statistics.median(values), 3) if values else None,
         "p95": round(_pct(values, 95), 3) if values else None,
@@ -96,21 +98,14 @@ def _full_render(app) -> None:
 
 
 async def _frames(n_rings: int, n_frames: int) -> dict[str, Any]:
-    from fipstop import fixtures
-    from fipstop.model import derive
-    from fipstop.sources import Frame, SampleListSource
-    from fipstop.views.app import FipsTopApp
-
     samples = fixtures.many_rings_samples(n_rings, n_frames + 1)
     derive_ms = []
     frames = []
-    prev = None
+    step = ModelStep(1.0)
     for s in samples:
         t0 = time.perf_counter()
-        snap = derive(prev, s, 1.0)
+        frames.append(step(RawFrame(s)))
         derive_ms.append((time.perf_counter() - t0) * 1e3)
-        frames.append(Frame(s, snap))
-        prev = s
     app = FipsTopApp(SampleListSource([], 1.0), autopoll=False)
     update_ms, render_ms, total_ms, total_cpu_ms = [], [], [], []
     sort_ms, filter_ms, sort_cpu_ms, filter_cpu_ms = [], [], [], []
@@ -130,6 +125,7 @@ async def _frames(n_rings: int, n_frames: int) -> dict[str, Any]:
             total_ms.append((t2 - t0) * 1e3)
             await pilot.pause()
         screen = app.screen
+        assert isinstance(screen, OverviewScreen), "the app opens on the overview"
         for _ in range(12):
             c0 = time.thread_time()
             t0 = time.perf_counter()
@@ -149,7 +145,7 @@ async def _frames(n_rings: int, n_frames: int) -> dict[str, Any]:
             filter_ms.append((time.perf_counter() - t0) * 1e3)
             filter_cpu_ms.append((time.thread_time() - c0) * 1e3)
             await pilot.pause()
-        rows = screen.query_one("#rings").row_count
+        rows = screen.query_one("#rings", VirtualTable).row_count
     return {
         "rings": n_rings,
         "size": "200x60",
@@ -205,107 +201,6 @@ cons.close()
 """
 
 
-def _attach_pty(cols: int, rows: int):
-    """Make fds 0, 1 and 2 a pseudo-terminal of ``cols`` x ``rows`` whose
-    output a thread drains (what a terminal emulator would read), so the app
-    runs its real driver and pays for encoding every update; returns a file
-    on the original stdout for reports."""
-    import fcntl
-    import struct
-    import termios
-    import threading
-
-    report = os.fdopen(os.dup(1), "w", buffering=1)
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    for fd in (0, 1, 2):  # textual's driver writes to stderr
-        os.dup2(slave, fd)
-    os.close(slave)
-    drained = [0]
-
-    def drain() -> None:
-        while True:
-            try:
-                b = os.read(master, 1 << 16)
-            except OSError:
-                return
-            if not b:
-                return
-            drained[0] += len(b)
-
-    threading.Thread(target=drain, daemon=True, name="pty-drain").start()
-    return report, drained
-
-
-def _die_with_parent(sig: int) -> None:
-    """prctl(PR_SET_PDEATHSIG): a child the bench started with --until-term
-    must not outlive a bench that was killed (best effort, Linux only)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, sig, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass
-
-
-def _app_child(ns: argparse.Namespace) -> int:
-    """Run the real dashboard (child process): headless, or under a pty with
-    the real terminal driver (``--pty``); for ``--seconds`` or, with
-    ``--until-term``, until SIGTERM (then one JSON line: frames and CPU)."""
-    import signal
-
-    if ns.until_term:
-        _die_with_parent(signal.SIGTERM)
-    report, drained = (_attach_pty(200, 60) if ns.pty else (sys.stdout, None))
-    from fipstop.sources import LiveSource
-    from fipstop.top import live_probes
-    from fipstop.views.app import FipsTopApp
-
-    # the probes `fipstop` itself samples (ring, process CPU, backends, bans)
-    probe_args = argparse.Namespace(shm_dir=ns.shm_dir, domain=[ns.domain] if ns.domain else None)
-    app = FipsTopApp(LiveSource(live_probes(probe_args), ns.interval))
-    mark: dict[str, Any] = {}
-
-    def _ready() -> None:
-        mark["t"], mark["cpu"], mark["frames"] = time.monotonic(), os.times(), app.frames_received
-        print("ready" if ns.until_term else "started", file=report, flush=True)
-
-    def _started() -> None:
-        if getattr(ns, "plain_sigcont", False):
-            # The A/B pauses this process with SIGSTOP/SIGCONT hundreds of
-            # times; textual's driver answers each SIGCONT by re-entering
-            # application mode and repainting the whole screen (Ctrl+Z
-            # support), a cost no attached dashboard has.  Measured: 16.7 %
-            # of a core during the A/B with it, against ~4.6 % steady.
-            signal.signal(signal.SIGCONT, signal.SIG_DFL)
-        if ns.until_term:
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, app.exit)
-            # ready once the first frame is on screen and the start-up work is done
-            app.set_timer(max(ns.interval, 0.5) + 0.5, _ready)
-        else:
-            _ready()
-            app.set_timer(ns.seconds, app.exit)
-
-    app.call_later(_started)
-    app.run(headless=not ns.pty, size=None if ns.pty else (200, 60))
-    rings = app.snapshot.rings.size if app.snapshot else 0
-    if ns.until_term:
-        t1, c1 = time.monotonic(), os.times()
-        c0 = mark.get("cpu", c1)
-        busy = (c1.user - c0.user) + (c1.system - c0.system)
-        wall = t1 - mark.get("t", t1)
-        print(json.dumps({
-            "role": "fipstop-app", "mode": "pty" if ns.pty else "headless",
-            "frames": app.frames_received - mark.get("frames", 0), "rings": rings,
-            "cpu_s": round(busy, 4), "wall_s": round(wall, 3),
-            "cpu_pct_of_one_core": round(100 * busy / wall, 2) if wall > 0 else None,
-            "terminal_bytes": drained[0] if drained else None,
-        }), file=report, flush=True)
-    else:
-        print(f"frames {app.frames_received} rings {rings}", file=report, flush=True)
-    return 0
-
-
 def _cpu(n_rings: int, seconds: float, interval: float, warmup: float, pty: bool = False) -> dict[str, Any]:
     import psutil
 
@@ -313,18 +208,20 @@ def _cpu(n_rings: int, seconds: float, interval: float, warmup: float, pty: bool
     # in /dev/shm as a real domain (a disk-backed one adds writeback noise)
     with tempfile.TemporaryDirectory(prefix="fipstop-bench-ui-",
                                      dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as shm:
-        prod = subprocess.Popen([py, "-c", _PRODUCER, shm, "benchui", str(n_rings), "20"],
+        prod = popen([py, "-c", _PRODUCER, shm, "benchui", str(n_rings), "20"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert prod.stdout is not None and prod.stdin is not None
         try:
             line = prod.stdout.readline().strip()
             if line != "ready":
                 return {"status": "error", "reason": f"producer did not start ({line!r})"}
-            child = subprocess.Popen(
-                [py, "-m", "fipstop.bench.ui", "_app", "--shm-dir", shm, "--interval", str(interval),
+            child = popen(
+                [py, "-m", "fipstop.bench.ui_app", "_app", "--shm-dir", shm, "--interval", str(interval),
                  "--seconds", str(seconds + warmup)] + (["--pty"] if pty else []),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 env={**os.environ, "TERM": "xterm-256color"},
             )
+            assert child.stdout is not None and child.stderr is not None
             try:
                 if child.stdout.readline().strip() != "started":
                     return {"status": "error", "reason": "the app did not start: " + child.stderr.read()[-300:]}
@@ -368,7 +265,7 @@ def _cpu(n_rings: int, seconds: float, interval: float, warmup: float, pty: bool
         "app_output": out.strip(),
         "producer_cpu_pct": round(100 * pbusy / wall, 2),
         "mode": "pty" if pty else "headless",
-        "method": "child process: FipsTopApp(LiveSource(live_probes)), every probe `fipstop` samples (ring, "
+        "method": "child process: FipsTopApp(LiveSource(build_probes(...))), every probe `fipstop` samples (ring, "
                   "process CPU, backends, bans), at 200x60, "
                   + ("under a pseudo-terminal with textual's real driver (every update encoded and written; "
                      "a thread of the same process drains the pty, counted in) " if pty else
@@ -383,128 +280,7 @@ def _cpu(n_rings: int, seconds: float, interval: float, warmup: float, pty: bool
 # --------------------------------------------------------------------------- #
 
 
-AB_RECORDS = 400_000  # per timed fill of monitor_ab.c (10 fills per run)
-
-
-def _readline(proc: subprocess.Popen, timeout: float) -> str | None:
-    """One line of ``proc``'s stdout within ``timeout`` s, else None."""
-    import selectors
-
-    assert proc.stdout is not None
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    try:
-        return proc.stdout.readline() if sel.select(timeout) else None
-    finally:
-        sel.close()
-
-
-def _producer_ab(pairs: int, interval: float, pty: bool) -> dict[str, Any]:
-    """The ring bench's isolated monitor-overhead A/B (bench/ring/monitor_ab.c,
-    ``fipstop.bench.ring.run_monitor_isolated``) with the whole dashboard as
-    the monitor: the producer pinned to CPU 0 logs into a ring emptied before
-    each timed fill (no concurrent consumer, so no consumer noise), runs with
-    the app running and with it stopped (SIGSTOP) alternate AB/BA."""
-    from fipstop.bench.cbuild import build_c
-    from fipstop.bench.ring import FIPS_SRC, MONITOR_AB_SRC
-
-    binary, why, build = build_c("monitor_ab", (MONITOR_AB_SRC, FIPS_SRC))
-    if binary is None:
-        return {"status": "skipped", "reason": why}
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    shm = Path(tempfile.mkdtemp(prefix="fipstop-uiab-", dir=base))
-    out: dict[str, Any] = {
-        "status": "ok",
-        "method": "bench/ring/monitor_ab.c in 'stop' mode: producer pinned to CPU 0 logs 10 x "
-                  f"{AB_RECORDS // 1000}k records of 128 B per run into a 64 MiB ring that a consumer in the same "
-                  "process empties (untimed) before each fill; the monitor is the full dashboard (every probe "
-                  f"`fipstop` samples, {interval:g} s interval, "
-                  + ("under a 200x60 pseudo-terminal with textual's real driver" if pty else "headless 200x60")
-                  + ", unpinned), started once and attached to the producer's domain; 'without' runs have it "
-                  "stopped (SIGSTOP, timing starts once /proc says it is stopped), 'with' runs running (SIGCONT, "
-                  "timing starts at once; textual's repaint-on-SIGCONT handler removed: it is no cost of an "
-                  "attached dashboard), pairs AB/BA; ratio = throughput with / without per pair; mean with a 95 % "
-                  "t-interval. A poll that fell due while the app was stopped runs as it resumes, inside the "
-                  "timed 'with' run: its polls bunch into those runs.",
-        "build_command": build.get("build_command", build.get("binary", "")),
-        "records_per_run": AB_RECORDS * 10, "pairs": pairs, "interval_s": interval,
-        "mode": "pty" if pty else "headless",
-    }
-    mab = app = None
-    try:
-        mab = subprocess.Popen([str(binary), str(shm), str(AB_RECORDS), "0", str(pairs), "stop"],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if (_readline(mab, 30) or "").strip() != "ready":
-            return {**out, "status": "error", "reason": "monitor_ab did not start: "
-                    + exc_line(RuntimeError(mab.stderr.read() if mab.poll() is not None else "no 'ready'"))}
-        app = subprocess.Popen([sys.executable, "-m", "fipstop.bench.ui", "_app", "--shm-dir", str(shm),
-                                "--domain", "mab", "--interval", f"{interval:g}", "--until-term",
-                                "--plain-sigcont"]
-                               + (["--pty"] if pty else []),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO_ROOT),
-                               env={**os.environ, "TERM": "xterm-256color"})
-        if (_readline(app, 60) or "").strip() != "ready":
-            err = ""
-            if app.poll() is not None and app.stderr is not None:
-                err = ": " + exc_line(RuntimeError(app.stderr.read()[-400:] or f"exit {app.returncode}"))
-            return {**out, "status": "error", "reason": "the app did not show its first frame within 60 s" + err}
-        assert mab.stdin is not None
-        mab.stdin.write(f"{app.pid}\n")
-        mab.stdin.flush()
-        ratios: list[float] = []
-        detail = []
-        while True:
-            line = _readline(mab, 120)
-            if not line:
-                break
-            parts = line.split()
-            if len(parts) == 4 and parts[0] == "pair":
-                without_ns, with_ns = int(parts[2]), int(parts[3])
-                ratios.append(without_ns / with_ns)
-                n = AB_RECORDS * 10
-                detail.append({"pair": int(parts[1]), "order": "A then B" if int(parts[1]) % 2 == 0 else "B then A",
-                               "without_records_per_s": round(n / without_ns * 1e9),
-                               "with_app_records_per_s": round(n / with_ns * 1e9),
-                               "ratio": round(without_ns / with_ns, 5)})
-        rc = mab.wait(timeout=30)
-        if rc != 0 or not ratios:
-            return {**out, "status": "error",
-                    "reason": f"monitor_ab exit {rc}: " + exc_line(RuntimeError(mab.stderr.read() or "no pairs"))}
-        m, lo, hi = mean_ci(ratios)
-        out.update(ratio=round(m, 5), ratio_ci95=[round(lo, 5), round(hi, 5)],
-                   ratio_median=round(statistics.median(ratios), 5), pairs_detail=detail)
-        # A dead app would make every pair "without": the A/B would say 1.0.
-        if app.poll() is not None:
-            return {**out, "status": "error", "reason": f"the app exited ({app.returncode}) during the A/B"}
-        os.kill(app.pid, signal.SIGCONT)  # it must run to answer SIGTERM
-        app.terminate()
-        rep = []
-        try:
-            so, _ = app.communicate(timeout=30)
-            rep = [json.loads(x) for x in so.splitlines() if x.startswith("{")]
-        except (subprocess.TimeoutExpired, ValueError):
-            pass
-        if not rep or not rep[-1].get("frames"):
-            return {**out, "status": "error", "reason": "the app drew no frame during the A/B"}
-        # its CPU over the A/B's wall time, about half of which it spent stopped
-        out["app"] = {**rep[-1], "note": "cpu_pct_of_one_core is over the A/B's wall time, "
-                                         "about half of which the app was stopped"}
-        return out
-    finally:
-        for proc in (app, mab):
-            if proc is not None and proc.poll() is None:
-                proc.kill()  # SIGKILL ends a stopped process too
-                proc.wait()
-        import shutil
-
-        shutil.rmtree(shm, ignore_errors=True)
-
-
 # --------------------------------------------------------------------------- #
-
-
-def _command_line() -> str:
-    return "fipstop " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "fipstop bench ui"
 
 
 def render_table(doc: dict[str, Any]) -> str:
@@ -545,25 +321,9 @@ def render_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _ab_verdict(ab: dict[str, Any]) -> str:
-    """pass / fail when the 95 % interval of the ratio settles it; otherwise
-    the mean's side of the target, marked as not resolved by the noise."""
-    if ab.get("status") != "ok":
-        return str(ab.get("status"))
-    lo, hi = ab.get("ratio_ci95") or (ab["ratio"], ab["ratio"])
-    if lo >= 1 - AB_TARGET:
-        return "pass"
-    if hi < 1 - AB_TARGET:
-        return "fail"
-    side = "pass" if ab["ratio"] >= 1 - AB_TARGET else "fail"
-    return f"inconclusive (mean says {side}; the 95 % interval {lo:.3f}-{hi:.3f} is wider than the 1 % target)"
-
-
-def main(args: argparse.Namespace) -> int:
-    from fipstop.bench.results import machine_info
-
-    quick = bool(getattr(args, "quick", False))
-    now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+def main(output: Output, quick: bool = False) -> int:
+    """Run ``fipstop bench ui``, publish the result."""
+    now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     t_start = time.monotonic()
     load_start = [round(x, 2) for x in os.getloadavg()]
     _log("frame, sort and filter time with 1024 rings ...")
@@ -582,7 +342,7 @@ def main(args: argparse.Namespace) -> int:
     pairs = 20 if quick else 800
     _log(f"producer throughput with / without the app attached, {pairs} interleaved pairs ...")
     try:
-        ab = _producer_ab(pairs, 1.0, pty=True)
+        ab = producer_ab(pairs, 1.0, pty=True)
     except Exception as exc:
         ab = {"status": "error", "reason": exc_line(exc)}
     targets = [
@@ -600,12 +360,12 @@ def main(args: argparse.Namespace) -> int:
          if cpu.get("status") == "ok" else cpu.get("status")},
         {"name": "producer_throughput_with_app_ratio", "target": f">= {1 - AB_TARGET:g} (<= 1 % change)",
          "measured": ab.get("ratio"), "ci95": ab.get("ratio_ci95"),
-         "verdict": _ab_verdict(ab)},
+         "verdict": ab_verdict(ab)},
     ]
     doc = {
         "bench": "ui",
         "schema": SCHEMA,
-        "command": getattr(args, "command_line", None) or _command_line(),
+        "command": output.command,
         "date": now.isoformat().replace("+00:00", "Z"),
         "machine": machine_info(),
         "loadavg_at_start": load_start,
@@ -617,25 +377,5 @@ def main(args: argparse.Namespace) -> int:
         "targets": targets,
         "wall_s": round(time.monotonic() - t_start, 2),
     }
-    publish("ui", doc, args, now, render_table, _log)
+    publish("ui", doc, output, now, render_table, _log)
     return 0
-
-
-def _child_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m fipstop.bench.ui")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    a = sub.add_parser("_app")
-    a.add_argument("--shm-dir", required=True)
-    a.add_argument("--interval", type=float, default=1.0)
-    a.add_argument("--seconds", type=float, default=20.0)
-    a.add_argument("--domain", default=None)
-    a.add_argument("--until-term", action="store_true")
-    a.add_argument("--pty", action="store_true")
-    a.add_argument("--plain-sigcont", action="store_true",
-                   help="no repaint on SIGCONT (the producer A/B stops and continues the app)")
-    ns = p.parse_args(argv)
-    return _app_child(ns)
-
-
-if __name__ == "__main__":
-    raise SystemExit(_child_main(sys.argv[1:]))

@@ -1211,7 +1211,10 @@ static PyMethodDef Consumer_methods[] = {
      "None if there is nothing to read."},
     {"release", (PyCFunction)Consumer_release, METH_O,
      "release(batch)\n--\n\nRelease a batch (in or out of order). Its record views must not be\n"
-     "used afterwards: the producer may overwrite them."},
+     "used afterwards: the producer may overwrite them.  Raises FipsError(code=EEVICTED) if this\n"
+     "consumer was evicted while it held the batch (the records were intact; open the consumer\n"
+     "again to rejoin), FipsError(code=ETORN) if the producer may have overwritten the batch\n"
+     "meanwhile: discard what was parsed from it.  Check before acting on the records."},
     {"heartbeat", (PyCFunction)Consumer_heartbeat, METH_NOARGS, NULL},
     {"close", (PyCFunction)Consumer_close, METH_NOARGS, "Unregister (state CLOSED)."},
     {"detach", (PyCFunction)Consumer_detach, METH_NOARGS,
@@ -1413,7 +1416,7 @@ static PyMethodDef Batch_methods[] = {
     {"payloads", (PyCFunction)Batch_payloads, METH_NOARGS,
      "Copies of every payload, as a list of bytes."},
     {"release", (PyCFunction)Batch_release, METH_NOARGS,
-     "Same as consumer.release(batch)."},
+     "Same as consumer.release(batch), with its EEVICTED / ETORN errors."},
     {"__enter__", (PyCFunction)Batch_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)Batch_exit, METH_VARARGS,
      "Release the batch unless already released."},
@@ -1798,6 +1801,20 @@ fail:
     return NULL;
 }
 
+/* records_no_ring read now, not Monitor.header's copy from attach: the
+ * records dropped because the ring table was full (fips_monitor_no_ring). */
+static PyObject *
+Monitor_no_ring(MonitorObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (monitor_check(self) < 0)
+        return NULL;
+    uint64_t v = 0;
+    int rc = fips_monitor_no_ring(self->m, &v);
+    if (rc < 0)
+        return raise_fips(state_of((PyObject *)self), rc, NULL, NULL);
+    return PyLong_FromUnsignedLongLong((unsigned long long)v);
+}
+
 static PyObject *
 Monitor_tap(MonitorObject *self, PyObject *args, PyObject *kwds)
 {
@@ -1933,6 +1950,9 @@ static PyMethodDef Monitor_methods[] = {
      "last are bytes holding arrays of fips_ring_stat[max_rings],\n"
      "fips_consumer_stat[max_consumers] and fips_pos_stat[max_consumers][max_rings];\n"
      "see RING_STAT_FIELDS etc. (fipstop.ring wraps them as numpy arrays)."},
+    {"no_ring", (PyCFunction)Monitor_no_ring, METH_NOARGS,
+     "no_ring()\n--\n\nThe header's records_no_ring now: records dropped because the ring\n"
+     "table was full (Monitor.header is a copy taken at attach)."},
     {"tap", (PyCFunction)(void (*)(void))Monitor_tap, METH_VARARGS | METH_KEYWORDS,
      "tap(ring, max=16)\n--\n\n(records, lapped): copies of up to max newest records of ring,\n"
      "oldest first, as (seq, ts_ns, flags, lost, bytes); lapped counts records the\n"
@@ -2235,7 +2255,7 @@ fips_exec(PyObject *m)
         {"EOWNER", FIPS_EOWNER}, {"ENOTREADY", FIPS_ENOTREADY}, {"ENORING", FIPS_ENORING},
         {"ENOCONSUMER", FIPS_ENOCONSUMER}, {"EEVICTED", FIPS_EEVICTED},
         {"ECORRUPT", FIPS_ECORRUPT}, {"EBUSY", FIPS_EBUSY}, {"ECLOSED", FIPS_ECLOSED},
-        {"EAGAIN", FIPS_EAGAIN}, {"ELAPPED", FIPS_ELAPPED},
+        {"EAGAIN", FIPS_EAGAIN}, {"ELAPPED", FIPS_ELAPPED}, {"ETORN", FIPS_ETORN}, {"EREENTER", FIPS_EREENTER},
         {"LAYOUT_VERSION", FIPS_LAYOUT_VERSION}, {"HDR_SIZE", FIPS_HDR_SIZE},
         {"RING_CTL_SIZE", FIPS_RING_CTL_SIZE}, {"CONSUMER_SIZE", FIPS_CONSUMER_SIZE},
         {"POS_SIZE", FIPS_POS_SIZE}, {"REC_HDR_SIZE", FIPS_REC_HDR_SIZE},

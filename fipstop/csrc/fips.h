@@ -48,12 +48,16 @@ enum {
     FIPS_ECLOSED,         /* domain handle already closed */
     FIPS_EAGAIN,          /* nothing to read right now */
     FIPS_ELAPPED,         /* tap: producer overwrote what was being copied */
+    FIPS_ETORN,           /* release: evicted, and the batch may have been
+                             overwritten: discard what was read from it */
+    FIPS_EREENTER,        /* logged from a signal handler that interrupted a
+                             log call of the same thread: dropped, counted */
 };
 const char *fips_strerror(int err); /* accepts negative or positive codes */
 
-/* ---- constants of layout version 1 ------------------------------------ */
+/* ---- constants of layout version 2 ------------------------------------ */
 #define FIPS_MAGIC            0x314d4f4453504946ULL /* "FIPSDOM1" LE */
-#define FIPS_LAYOUT_VERSION   1u
+#define FIPS_LAYOUT_VERSION   4u
 #define FIPS_HDR_SIZE         4096u
 #define FIPS_RING_CTL_SIZE    256u
 #define FIPS_CONSUMER_SIZE    256u
@@ -98,37 +102,48 @@ struct fips_layout_header {          /* at offset 0, FIPS_HDR_SIZE bytes */
     uint64_t grace_ns;               /* 96  consumer eviction grace */
     uint32_t creator_pid;            /* 104 */
     uint32_t flags;                  /* 108 reserved, 0 */
-    char     name[FIPS_NAME_MAX];    /* 112 NUL-terminated */
-    uint8_t  pad[FIPS_HDR_SIZE - 176];
+    char     name[FIPS_NAME_MAX];    /* 112 NUL-terminated; equals the file's NAME */
+    uint64_t records_no_ring;        /* 176 records dropped because the ring table
+                                        was full (atomic add: any thread) */
+    uint8_t  pad[FIPS_HDR_SIZE - 184];
 };
 
 struct fips_layout_ring {            /* ring table entry, 256 bytes */
-    /* line 0: producer hot, single writer = producer thread */
+    /* line 0: published.  The only line of the entry that a reading
+     * consumer polls and the producer writes per record: head.  (A reader
+     * also loads `state`, line 3, which changes only at a slot handoff.)
+     * (Layout 3 kept the commit counters here: every commit then wrote the
+     * line a polling consumer had just read, several times.) */
     uint64_t head;                   /* 0   committed end position (bytes) */
-    uint64_t reserved;               /* 8   claimed end position (>= head) */
-    uint64_t records_committed;      /* 16 */
-    uint64_t bytes_committed;        /* 24  payload bytes */
-    uint64_t records_dropped;        /* 32 */
-    uint64_t bytes_dropped;          /* 40 */
-    uint64_t last_commit_ns;         /* 48  CLOCK_REALTIME */
-    uint64_t full_events;            /* 56  times a record met a full ring */
-    /* line 1: producer cold, single writer = producer thread */
-    uint64_t floor;                  /* 64  oldest position still kept */
-    uint64_t high_water_bytes;       /* 72  max (head - floor) observed */
-    uint64_t records_truncated;      /* 80 */
-    uint64_t evictions;              /* 88  consumers this producer evicted */
-    uint64_t blocked_ns;             /* 96  time spent waiting (block mode) */
-    uint64_t created_ns;             /* 104 CLOCK_REALTIME of this generation */
-    uint64_t closed_ns;              /* 112 0 while open */
-    uint64_t floor_seq;              /* 120 seq of the record at floor */
-    /* line 2: identity; state/generation change by CAS (slot allocation) */
-    uint32_t state;                  /* 128 FIPS_RING_* */
-    uint32_t generation;             /* 132 bumped each time the slot is reused */
-    uint32_t pid;                    /* 136 */
-    uint32_t tid;                    /* 140 */
-    char     thread_name[FIPS_THREAD_NAME_MAX]; /* 144 */
-    uint64_t pidns;                  /* 176 inode of the producer's pid namespace */
-    uint8_t  pad[256 - 184];
+    uint8_t  pad0[64 - 8];
+    /* line 1: producer hot, single writer = producer thread; read by
+     * monitors, taps, joiners and evicted consumers, not by a reading one */
+    uint64_t reserved;               /* 64  claimed end position (>= head) */
+    uint64_t claimed_max;            /* 72  highest claim end before `reserved` was last lowered */
+    uint64_t records_committed;      /* 80 */
+    uint64_t bytes_committed;        /* 88  payload bytes */
+    uint64_t records_dropped;        /* 96 */
+    uint64_t bytes_dropped;          /* 104 */
+    uint64_t last_commit_ns;         /* 112 CLOCK_REALTIME */
+    uint64_t full_events;            /* 120 times a record met a full ring */
+    /* line 2: producer cold (slow path; high_water_bytes also at every
+     * 64th commit when it grew), single writer = producer thread */
+    uint64_t floor;                  /* 128 oldest position still kept */
+    uint64_t floor_next;             /* 136 where a joining consumer starts (>= floor) */
+    uint64_t floor_seq;              /* 144 seq of the record at floor */
+    uint64_t high_water_bytes;       /* 152 max (head - floor) observed */
+    uint64_t records_truncated;      /* 160 */
+    uint64_t evictions;              /* 168 consumers this producer evicted */
+    uint64_t blocked_ns;             /* 176 time spent waiting (block mode) */
+    uint64_t created_ns;             /* 184 CLOCK_REALTIME of this generation */
+    /* line 3: identity; state/generation change by CAS (slot allocation) */
+    uint32_t state;                  /* 192 FIPS_RING_* */
+    uint32_t generation;             /* 196 bumped each time the slot is reused */
+    uint32_t pid;                    /* 200 */
+    uint32_t tid;                    /* 204 */
+    char     thread_name[FIPS_THREAD_NAME_MAX]; /* 208 */
+    uint64_t pidns;                  /* 240 inode of the producer's pid namespace */
+    uint64_t closed_ns;              /* 248 CLOCK_REALTIME, 0 while open */
 };
 
 struct fips_layout_consumer {        /* consumer table entry, 256 bytes */
@@ -199,6 +214,18 @@ int fips_domain_unlink(const char *shm_dir, const char *name);
  * the file's owner could change under us). */
 const struct fips_layout_header *fips_domain_header(const fips_domain *d);
 
+/* Truncation.  A domain file that shrinks under a mapping would kill every
+ * process touching the lost pages with SIGBUS -- the IPS and the monitors
+ * included, whoever truncated it.  libfips installs a SIGBUS handler (once,
+ * chaining to the previous one for faults elsewhere) that maps zero pages
+ * over the lost part of any of its mappings; from then on every call on that
+ * domain returns -FIPS_ETRUNC, and reads of it see zeros instead of crashing.
+ * Writable descriptors are not kept after mapping (where the kernel can
+ * allocate ring pages without one, MADV_POPULATE_WRITE): a process that logs
+ * cannot ftruncate the domain through libfips' descriptor after it drops its
+ * privileges. */
+int fips_domain_truncated(const fips_domain *d);
+
 /* ---- producer: one ring per thread, created on first use ---------------- */
 typedef struct fips_slot {
     void     *data;      /* where to write up to `len` bytes */
@@ -229,6 +256,13 @@ int fips_log_batch(fips_domain *d, const void *const *bufs, const uint32_t *lens
 int fips_producer_ring(fips_domain *d);
 /* Close the calling thread's ring now (it is also closed at thread exit). */
 void fips_producer_close(fips_domain *d);
+/* Count one record of len bytes as dropped in the calling thread's ring
+ * without logging it (e.g. a syslog(3) call from a signal handler that
+ * interrupted another).  Safe to call from a signal handler that interrupted
+ * a fips_log*() / fips_claim() of the same thread: a record logged from
+ * inside one of those calls is dropped and counted this way too, instead of
+ * corrupting the ring. */
+void fips_drop(fips_domain *d, uint32_t len);
 /* Set the name shown for the calling thread's ring (default: comm). */
 void fips_producer_set_name(fips_domain *d, const char *name);
 
@@ -272,7 +306,20 @@ int fips_consumer_detach(fips_consumer *c);
 int fips_consumer_read(fips_consumer *c, fips_batch *b, uint32_t max);
 /* Iterate a batch: returns 1 and fills r, or 0 at the end. */
 int fips_batch_next(fips_batch *b, fips_record *r);
-/* Release a batch.  In order: one CAS, no lock.  Out of order: queued. */
+/* Release a batch.  In order: one CAS, no lock.  Out of order: queued.
+ * Returns 0 (released), 1 (queued: another reader thread of this consumer
+ * still holds an earlier batch of the ring; this one takes effect when that
+ * one is released, and is undone with it if the consumer is evicted first:
+ * a rejoin then counts its records lost or hands them out again), or, if
+ * this consumer was evicted while it held the batch
+ * (a dead or stalled consumer is evicted so that it cannot stall logging):
+ *   -FIPS_EEVICTED  the batch's records were intact until now; the position
+ *                   is no longer ours to move.  Open the consumer again by
+ *                   name to rejoin (records overwritten meanwhile are counted
+ *                   in lost_seen).
+ *   -FIPS_ETORN     the producer may have overwritten the batch while it was
+ *                   read: treat every record of it as garbage, then rejoin.
+ * Check the result before acting on the records. */
 int fips_consumer_release(fips_consumer *c, const fips_batch *b);
 /* Update the heartbeat (read/release do it too, at most every 100 ms). */
 void fips_consumer_heartbeat(fips_consumer *c);
@@ -325,6 +372,9 @@ const struct fips_layout_header *fips_monitor_header(const fips_monitor *m);
 const void *fips_monitor_mapping(const fips_monitor *m);
 /* Every position and counter of the domain in one call. */
 int fips_monitor_snapshot(fips_monitor *m, fips_snapshot *s);
+/* The header's records_no_ring now (records dropped with no ring to take
+ * them), into *out: 0, or -FIPS_ETRUNC if the domain was truncated. */
+int fips_monitor_no_ring(fips_monitor *m, uint64_t *out);
 /* Copy up to max newest records of ring (oldest first) into buf (records
  * laid out as fips_layout_record + payload, 8-aligned).  Records the
  * producer lapped while copying are discarded; *lapped counts them.

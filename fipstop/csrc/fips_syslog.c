@@ -33,6 +33,16 @@
  * LOG_PERROR behave as glibc's (a NULL ident keeps the current one, facility
  * 0 is LOG_KERN, the stderr copy is "IDENT[PID]: MESSAGE\n"); in "drop" mode
  * the stderr copy is still written.
+ *
+ * A domain file removed (or replaced) while the program logs: the shim would
+ * go on writing into a mapping no reader can open.  Every 64th call of a
+ * thread, at most once a second for the process, it checks that the file at
+ * the domain's path is still the domain it mapped (inode and creation time);
+ * if not, it opens the domain there again (FIPS_SYSLOG_MISSING=create makes
+ * one) or, with none, does what FIPS_SYSLOG_MISSING says.  The calls between
+ * the removal and the check (at most 64 a thread, or a second) are lost in
+ * the unlinked mapping; the old mapping stays mapped (another thread may be
+ * inside it), so at most SHIM_MAX_REOPEN reopenings are made.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -42,12 +52,18 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -64,14 +80,61 @@ static atomic_int shim_option;
 static atomic_int shim_facility = LOG_USER;
 static atomic_int shim_mask = 0xff;
 static atomic_int shim_pid;
-static atomic_ullong shim_dropped; /* records discarded with no domain or no ring */
+/* Records discarded that no counter of a domain holds: no domain (drop
+ * mode, or a signal handler before there is one), a closed or truncated
+ * domain.  Disjoint from the domain's counters, so that calls = delivered +
+ * ring drops + the header's records_no_ring + this, exactly: a record libfips
+ * counted itself (ring full in the ring; no ring, re-entry while attaching,
+ * too many domains in the header's records_no_ring) is not counted again. */
+static atomic_ullong shim_dropped;
+
+/* A failed claim or log: count it here unless libfips counted it. */
+static void shim_count_failure(int rc)
+{
+    if (rc == -FIPS_EFULL || rc == -FIPS_ENORING || rc == -FIPS_EREENTER || rc == -EMFILE) return;
+    atomic_fetch_add_explicit(&shim_dropped, 1, memory_order_relaxed);
+}
 
 static pthread_once_t shim_once = PTHREAD_ONCE_INIT;
-static fips_domain *shim_domain;   /* set once under shim_once */
+/* Set under shim_once, replaced by shim_recheck() when the file was removed.
+ * Each call loads it once (relaxed: the domain a thread sees was fully opened
+ * by the thread that stored it before the release in shim_recheck, and
+ * pthread_once orders the first). */
+static _Atomic(fips_domain *) shim_domain;
 static int shim_missing = MISSING_PASSTHROUGH;
+#define SHIM_MAX_REOPEN 16
+#define SHIM_CHECK_EVERY 64 /* calls of one thread between two looks at the clock */
+static fips_domain_opts shim_opts;   /* the options of the first open, for reopening */
+static char shim_name[FIPS_NAME_MAX];
+static char shim_path[PATH_MAX];
+static atomic_int shim_checks_on;    /* 0: the path is too long or the file unreadable: no rechecks */
+static dev_t shim_dev;               /* identity of the file that was mapped */
+static ino_t shim_ino;
+static uint64_t shim_created_ns;
+static int shim_reopens;
+static atomic_ullong shim_next_check_ns;
+static pthread_mutex_t shim_check_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local unsigned shim_calls;
 
 static _Thread_local char shim_buf[SHIM_BUF];
 static _Thread_local int shim_depth; /* re-entry guard (real syslog fallback) */
+/* Re-entry from a signal handler: a syslog() that interrupts this thread's
+ * own syslog() (or its one-time init) would reuse shim_buf under it, or
+ * wait for ever on the pthread_once it is inside.  It is dropped instead and
+ * counted in the ring (fips_drop), or in fips_syslog_dropped() before there
+ * is a domain. */
+static _Thread_local volatile sig_atomic_t shim_active;
+
+static void shim_init(void);
+static void shim_remember(fips_domain *d);
+static void shim_init_once(void)
+{
+    shim_active++;
+    atomic_signal_fence(memory_order_seq_cst);
+    pthread_once(&shim_once, shim_init);
+    atomic_signal_fence(memory_order_seq_cst);
+    shim_active--;
+}
 
 typedef void (*vsyslog_chk_fn)(int, int, const char *, va_list);
 typedef void (*vsyslog_fn)(int, const char *, va_list);
@@ -81,6 +144,8 @@ typedef void (*closelog_fn)(void);
 static void shim_atfork_child(void)
 {
     atomic_store_explicit(&shim_pid, (int)getpid(), memory_order_relaxed);
+    /* another thread of the parent may have held it: the child's copy is unlocked afresh */
+    pthread_mutex_init(&shim_check_lock, NULL);
 }
 
 static void shim_init(void)
@@ -104,7 +169,77 @@ static void shim_init(void)
     if (bu && *bu) o.block_us = atoi(bu);
     /* Another user's domain is accepted only if the file's owner could
      * have been us: fips refuses foreign owners by default. */
-    if (fips_domain_open(&shim_domain, NULL, name, &o) != 0) shim_domain = NULL;
+    fips_domain *d = NULL;
+    if (fips_domain_open(&d, NULL, name, &o) != 0) d = NULL;
+    shim_opts = o;
+    snprintf(shim_name, sizeof shim_name, "%s", name);
+    int pl = snprintf(shim_path, sizeof shim_path, "%s/fips.%s", fips_shm_dir(NULL), name);
+    atomic_store_explicit(&shim_checks_on, pl > 0 && (size_t)pl < sizeof shim_path, memory_order_relaxed);
+    if (d) shim_remember(d);
+    atomic_store_explicit(&shim_domain, d, memory_order_release);
+}
+
+/* The identity of the file at shim_path: 0 and its inode and creation time
+ * (the header's created_realtime_ns: tmpfs hands a freed inode number to the
+ * next file at once), -1 when there is none or it cannot be read. */
+static int shim_file_id(dev_t *dev, ino_t *ino, uint64_t *created)
+{
+    int fd = open(shim_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return -1;
+    struct stat st;
+    uint64_t c = 0;
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+             pread(fd, &c, sizeof c, offsetof(struct fips_layout_header, created_realtime_ns)) == (ssize_t)sizeof c;
+    close(fd);
+    if (!ok) return -1;
+    *dev = st.st_dev;
+    *ino = st.st_ino;
+    *created = c;
+    return 0;
+}
+
+static void shim_remember(fips_domain *d)
+{
+    dev_t dev;
+    ino_t ino;
+    uint64_t c;
+    if (shim_file_id(&dev, &ino, &c) != 0 || c != fips_domain_header(d)->created_realtime_ns) {
+        /* cannot tell this file from another: no rechecks */
+        atomic_store_explicit(&shim_checks_on, 0, memory_order_relaxed);
+        return;
+    }
+    shim_dev = dev;
+    shim_ino = ino;
+    shim_created_ns = c;
+}
+
+/* Is the mapped domain still the file at its path?  If not, open the one
+ * there now (or create it, FIPS_SYSLOG_MISSING=create), else go without. */
+static void shim_recheck(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    unsigned long long now = (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+    if (now < atomic_load_explicit(&shim_next_check_ns, memory_order_relaxed)) return;
+    if (pthread_mutex_trylock(&shim_check_lock) != 0) return;
+    atomic_store_explicit(&shim_next_check_ns, now + 1000000000ull, memory_order_relaxed);
+    fips_domain *cur = atomic_load_explicit(&shim_domain, memory_order_relaxed);
+    dev_t dev;
+    ino_t ino;
+    uint64_t c;
+    int same = shim_file_id(&dev, &ino, &c) == 0 && cur && dev == shim_dev && ino == shim_ino &&
+               c == shim_created_ns;
+    if (!same && shim_reopens < SHIM_MAX_REOPEN) {
+        fips_domain *d = NULL;
+        if (fips_domain_open(&d, NULL, shim_name, &shim_opts) != 0) d = NULL;
+        if (d || cur) {
+            shim_reopens++;
+            if (d) shim_remember(d);
+            /* the old domain stays mapped: another thread may be inside it */
+            atomic_store_explicit(&shim_domain, d, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&shim_check_lock);
 }
 
 EXPORT unsigned long long fips_syslog_dropped(void)
@@ -140,7 +275,7 @@ static void real_vlog(int pri, const char *f, const char *raw, va_list ap)
 /* Whether the calls go to the real syslog(3): no domain, and not "drop". */
 static int passthrough(void)
 {
-    return !shim_domain && shim_missing != MISSING_DROP;
+    return !atomic_load_explicit(&shim_domain, memory_order_acquire) && shim_missing != MISSING_DROP;
 }
 
 /* Characters that may stand between '%' and the conversion letter: flags,
@@ -354,7 +489,7 @@ static int fast_shape(const char *fmt)
 /* Returns 1 when the record was handled (logged, or dropped and counted by
  * the ring when full), 0 when the general path must take it; ap is consumed
  * only in the first case. */
-static int fast_log(int pri, const char *fmt, int pid, va_list ap)
+static int fast_log(fips_domain *dom, int pri, const char *fmt, int pid, va_list ap)
 {
     const char *ident = atomic_load_explicit(&shim_ident, memory_order_relaxed);
     if (!ident) ident = program_invocation_short_name;
@@ -383,13 +518,13 @@ static int fast_log(int pri, const char *fmt, int pid, va_list ap)
         }
         total += len[n];
     }
-    uint32_t max_record = fips_domain_header(shim_domain)->max_record;
+    uint32_t max_record = fips_domain_header(dom)->max_record;
     uint32_t l = total > max_record ? max_record : (uint32_t)total;
     fips_slot slot;
-    int rc = fips_claim(shim_domain, l, &slot);
+    int rc = fips_claim(dom, l, &slot);
     if (rc != 0) {
-        /* full: the ring counted the drop; no ring to be had: we count it */
-        if (rc != -FIPS_EFULL) atomic_fetch_add_explicit(&shim_dropped, 1, memory_order_relaxed);
+        /* full: the ring counted the drop; no ring: the header did */
+        shim_count_failure(rc);
         return 1;
     }
     char *out = slot.data;
@@ -400,14 +535,31 @@ static int fast_log(int pri, const char *fmt, int pid, va_list ap)
         memcpy(out + o, ptr[i], k);
         o += k;
     }
-    fips_commit(shim_domain, &slot, l, total > l ? FIPS_REC_TRUNC : 0, 0);
+    fips_commit(dom, &slot, l, total > l ? FIPS_REC_TRUNC : 0, 0);
     return 1;
 }
 
+static void shim_vlog_inner(int pri, const char *fmt, va_list ap, int check);
+
 static void shim_vlog(int pri, const char *fmt, va_list ap)
 {
+    if (shim_active) {
+        fips_domain *d = atomic_load_explicit(&shim_domain, memory_order_acquire);
+        if (d) fips_drop(d, 0);
+        else atomic_fetch_add_explicit(&shim_dropped, 1, memory_order_relaxed);
+        return;
+    }
+    shim_active = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    shim_vlog_inner(pri, fmt, ap, ++shim_calls % SHIM_CHECK_EVERY == 1);
+    atomic_signal_fence(memory_order_seq_cst);
+    shim_active = 0;
+}
+
+static void shim_vlog_inner(int pri, const char *fmt, va_list ap, int check)
+{
     int saved_errno = errno; /* %m reports the caller's errno */
-    pthread_once(&shim_once, shim_init);
+    shim_init_once();
     if (pri & ~(LOG_PRIMASK | LOG_FACMASK)) pri &= LOG_PRIMASK | LOG_FACMASK;
     if (!(LOG_MASK(LOG_PRI(pri)) & atomic_load_explicit(&shim_mask, memory_order_relaxed))) {
         errno = saved_errno;
@@ -416,10 +568,13 @@ static void shim_vlog(int pri, const char *fmt, va_list ap)
     if ((pri & LOG_FACMASK) == 0) pri |= atomic_load_explicit(&shim_facility, memory_order_relaxed);
     if (!fmt) fmt = "(null)";
     int opt = atomic_load_explicit(&shim_option, memory_order_relaxed);
-    if (shim_domain && !(opt & LOG_PERROR)) {
+    if (__builtin_expect(check, 0) && atomic_load_explicit(&shim_checks_on, memory_order_relaxed)) shim_recheck();
+    /* ACQUIRE: pairs with the release in shim_init / shim_recheck (the domain is fully opened) */
+    fips_domain *dom = atomic_load_explicit(&shim_domain, memory_order_acquire);
+    if (dom && !(opt & LOG_PERROR)) {
         va_list aq;
         va_copy(aq, ap);
-        int done = fast_log(pri, fmt, (opt & LOG_PID)
+        int done = fast_log(dom, pri, fmt, (opt & LOG_PID)
                             ? atomic_load_explicit(&shim_pid, memory_order_relaxed) : -1, aq);
         va_end(aq);
         if (done) {
@@ -429,7 +584,7 @@ static void shim_vlog(int pri, const char *fmt, va_list ap)
     }
     char fmtbuf[FMT_BUF];
     const char *f = defuse_percent_n(fmt, fmtbuf, sizeof fmtbuf);
-    if (!shim_domain) {
+    if (!dom) {
         if (shim_missing != MISSING_DROP) {
             errno = saved_errno;
             real_vlog(pri, f, fmt, ap);
@@ -461,23 +616,23 @@ static void shim_vlog(int pri, const char *fmt, va_list ap)
     }
     /* vsnprintf reports the untruncated length. */
     size_t have = total < SHIM_BUF - 1 ? total : SHIM_BUF - 1;
-    if (shim_domain) {
-        uint32_t max_record = fips_domain_header(shim_domain)->max_record;
+    if (dom) {
+        uint32_t max_record = fips_domain_header(dom)->max_record;
         if (total > have && have <= max_record) {
             /* Longer than this buffer though the ring would take it whole:
              * the record is cut here, so flag and count it ourselves
              * (fips_log_trunc only flags what exceeds max_record). */
             fips_slot slot;
-            int rc = fips_claim(shim_domain, (uint32_t)have, &slot);
+            int rc = fips_claim(dom, (uint32_t)have, &slot);
             if (rc == 0) {
                 memcpy(slot.data, b, have);
-                fips_commit(shim_domain, &slot, (uint32_t)have, FIPS_REC_TRUNC, 0);
-            } else if (rc != -FIPS_EFULL) {
-                atomic_fetch_add_explicit(&shim_dropped, 1, memory_order_relaxed);
+                fips_commit(dom, &slot, (uint32_t)have, FIPS_REC_TRUNC, 0);
+            } else {
+                shim_count_failure(rc);
             }
         } else {
-            int rc = fips_log_trunc(shim_domain, b, have, 0);
-            if (rc < 0 && rc != -FIPS_EFULL) atomic_fetch_add_explicit(&shim_dropped, 1, memory_order_relaxed);
+            int rc = fips_log_trunc(dom, b, have, 0);
+            if (rc < 0) shim_count_failure(rc);
         }
     }
     if (opt & LOG_PERROR) perror_copy(b, have);
@@ -486,7 +641,7 @@ static void shim_vlog(int pri, const char *fmt, va_list ap)
 
 EXPORT void openlog(const char *ident, int option, int facility)
 {
-    pthread_once(&shim_once, shim_init);
+    shim_init_once();
     /* As glibc: a NULL ident keeps the current one; any facility value
      * within LOG_FACMASK (LOG_KERN = 0 included) becomes the default. */
     if (ident) atomic_store(&shim_ident, ident);
@@ -500,7 +655,7 @@ EXPORT void openlog(const char *ident, int option, int facility)
 
 EXPORT void closelog(void)
 {
-    pthread_once(&shim_once, shim_init);
+    shim_init_once();
     atomic_store(&shim_ident, NULL);
     if (passthrough()) {
         closelog_fn f = (closelog_fn)dlsym(RTLD_NEXT, "closelog");
@@ -510,7 +665,7 @@ EXPORT void closelog(void)
 
 EXPORT int setlogmask(int mask)
 {
-    pthread_once(&shim_once, shim_init);
+    shim_init_once();
     int old = atomic_load(&shim_mask);
     if (mask != 0) atomic_store(&shim_mask, mask);
     if (passthrough()) {

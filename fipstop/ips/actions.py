@@ -10,10 +10,12 @@ from __future__ import annotations
 import ipaddress
 import shlex
 import shutil
+import socket
 import subprocess
 from dataclasses import dataclass, field
 
 from fipstop.errors import FipsError
+from fipstop.ips.nftlib import ExecNft, LibNft, one_line
 
 OK = "ok"
 
@@ -29,15 +31,15 @@ class BanJob:
     kind: str = "ban"  # ban | unban
     attempts: int = 0
     errors: list[str] = field(default_factory=list)
+    #: the failure's data ((name, value) pairs: user, ...), carried into the ban event
+    data: tuple[tuple[str, str], ...] | None = None
 
     @property
     def family(self) -> str:
         return "inet6" if ":" in self.ip else "inet"
 
 
-def _one_line(text: str, limit: int = 160) -> str:
-    s = " ".join(str(text).split())
-    return s if len(s) <= limit else s[: limit - 1] + "\u2026"
+_one_line = one_line
 
 
 class DryRun:
@@ -55,46 +57,72 @@ class DryRun:
 
 
 class Nft:
-    """Elements with a timeout in a named set; one ``nft -f -`` transaction per burst.
+    """Elements with a timeout in a named set; one nft transaction per burst.
 
     The kernel removes an element when its timeout ends, so unban has nothing to
     do.  ``setup`` creates TABLE, SET (ipv4_addr) and SET6 (ipv6_addr, not for
     family ip) with ``flags timeout`` and, when it created the table, a chain
     that drops packets from both sets: without that a set bans nothing.
+    Networks (range bans, :mod:`fipstop.ips.ranges`) go to SET_net and
+    SET6_net (``flags interval, timeout``), each with its drop rule added
+    when the set is created.
+
+    The transaction goes through libnftables in this process when it loads
+    (``backend="auto"``): forking ``nft -f`` per burst was most of the reaction
+    time under load (``fipstop bench nft`` measures both).  An explicit ``nft``
+    binary (a test's wrapper) or ``backend="exec"`` forks ``nft -f -``;
+    ``fallback`` then says why, for the IPS's one start-up line.
     """
 
     name = "nft"
     batches = True
 
-    def __init__(self, spec: str, timeout_s: float = 10.0, nft: str = "nft") -> None:
+    def __init__(self, spec: str, timeout_s: float = 10.0, nft: str = "nft", backend: str = "auto") -> None:
         parts = spec.split(":")
         if len(parts) != 3 or not all(p and p.replace("_", "").replace("-", "").isalnum() for p in parts):
             raise FipsError(f"--nft-set {spec!r}: want FAMILY:TABLE:SET (letters, digits, _ and -)")
         self.family, self.table, self.set4 = parts
         if self.family not in ("inet", "ip", "ip6"):
             raise FipsError(f"--nft-set: family {self.family!r} must be inet, ip or ip6")
+        if backend not in ("auto", "lib", "exec"):
+            raise FipsError(f"nft backend {backend!r}: want auto, lib or exec")
         self.set6 = self.set4 + "6"
+        self.net4, self.net6 = self.set4 + "_net", self.set6 + "_net"
         self.timeout_s = timeout_s
         self.nft = shutil.which(nft) or nft
         self.ready = False
+        self.fallback = ""
+        self.runner: LibNft | ExecNft
+        if backend == "exec" or (backend == "auto" and nft != "nft"):
+            self.runner = ExecNft(self.nft, timeout_s)
+        else:
+            try:
+                self.runner = LibNft()
+            except (OSError, AttributeError) as exc:
+                if backend == "lib":
+                    raise FipsError(f"libnftables: {_one_line(str(exc))}") from None
+                self.fallback = f"libnftables not usable ({_one_line(str(exc), 100)}): forking nft -f per ban batch"
+                self.runner = ExecNft(self.nft, timeout_s)
+
+    @property
+    def backend(self) -> str:
+        return self.runner.name
 
     def _run(self, script: str) -> str:
-        try:
-            p = subprocess.run([self.nft, "-f", "-"], input=script, text=True, capture_output=True,
-                               timeout=self.timeout_s)
-        except (OSError, subprocess.SubprocessError) as exc:
-            return _one_line(f"nft: {exc}")
-        if p.returncode != 0:
-            return _one_line(f"nft exit {p.returncode}: {p.stderr.strip() or p.stdout.strip()}")
-        return OK
+        return self.runner.run(script)
+
+    def _exists(self, *what: str) -> bool | str:
+        """Whether ``list WHAT`` succeeds; a string when nft itself could not run."""
+        r, _ = self.runner.query("list " + " ".join(what))
+        if r.startswith("nft: "):
+            return r
+        return r == OK
 
     def setup(self) -> str:
         f, t = self.family, self.table
-        try:
-            exists = subprocess.run([self.nft, "list", "table", f, t], capture_output=True,
-                                    timeout=self.timeout_s).returncode == 0
-        except (OSError, subprocess.SubprocessError) as exc:
-            return _one_line(f"nft: {exc}")
+        exists = self._exists("table", f, t)
+        if isinstance(exists, str):
+            return exists
         lines = [f"add table {f} {t}"]
         if f != "ip6":
             lines.append(f"add set {f} {t} {self.set4} {{ type ipv4_addr; flags timeout; }}")
@@ -106,6 +134,16 @@ class Nft:
                 lines.append(f"add rule {f} {t} input ip saddr @{self.set4} drop")
             if f != "ip":
                 lines.append(f"add rule {f} {t} input ip6 saddr @{self.set6} drop")
+        for fam, name, typ, match in (("ip", self.net4, "ipv4_addr", "ip"), ("ip6", self.net6, "ipv6_addr", "ip6")):
+            if f not in ("inet", fam):
+                continue
+            have = exists and self._exists("set", f, t, name)
+            if isinstance(have, str):
+                return have
+            if not have:
+                lines.append(f"add set {f} {t} {name} {{ type {typ}; flags interval, timeout; }}")
+                lines.append(f"add chain {f} {t} input {{ type filter hook input priority -10; policy accept; }}")
+                lines.append(f"add rule {f} {t} input {match} saddr @{name} drop")
         r = self._run("\n".join(lines) + "\n")
         self.ready = r == OK
         return r
@@ -115,14 +153,24 @@ class Nft:
             r = self.setup()
             if r != OK:
                 return [r] * len(jobs)
-        v4 = [j for j in jobs if ":" not in j.ip]
-        v6 = [j for j in jobs if ":" in j.ip]
         lines = []
-        for s, group in ((self.set4, v4), (self.set6, v6)):
-            if not group:
+        groups: dict[str, list[str]] = {}
+        pton = socket.inet_pton
+        for j in jobs:
+            # the address goes into an nft script: only what inet_pton / ipaddress accepts gets there
+            # (inet_pton is ~10x faster than ipaddress, which a 10 000-ban burst notices)
+            tmo = f" timeout {max(1, int(j.bantime_s * 1000))}ms"
+            if "/" not in j.ip:
+                try:
+                    pton(socket.AF_INET6 if ":" in j.ip else socket.AF_INET, j.ip)
+                except (OSError, ValueError):
+                    raise ValueError(f"not an IP address: {_one_line(j.ip, 60)!r}") from None
+                groups.setdefault(self.set6 if ":" in j.ip else self.set4, []).append(j.ip + tmo)
                 continue
-            elems = ", ".join(f"{ipaddress.ip_address(j.ip)} timeout {max(1, int(j.bantime_s * 1000))}ms"
-                              for j in group)
+            net = ipaddress.ip_network(j.ip)
+            groups.setdefault(self.net6 if net.version == 6 else self.net4, []).append(f"{net}{tmo}")
+        for s, items in groups.items():
+            elems = ", ".join(items)
             lines.append(f"add element {self.family} {self.table} {s} {{ {elems} }}")
         r = self._run("\n".join(lines) + "\n")
         if r != OK and "No such file" in r:
@@ -189,9 +237,21 @@ class Command:
         return [self._run(self.unban_argv, j) for j in jobs]
 
 
-def make_action(args) -> DryRun | Nft | Command:
+@dataclass(frozen=True)
+class ActionOptions:
+    """What a ban does (``fipstop ips --action ...``)."""
+
+    action: str = "dry-run"  # dry-run | nft | command
+    nft_set: str = "inet:fipstop:banned"
+    ban_command: str | None = None
+    unban_command: str | None = None
+    action_timeout: float = 10.0
+    nft_via: str = "auto"  # auto | lib | exec (Nft's backend)
+
+
+def make_action(args: ActionOptions) -> DryRun | Nft | Command:
     if args.action == "nft":
-        return Nft(args.nft_set, args.action_timeout)
+        return Nft(args.nft_set, args.action_timeout, backend=args.nft_via)
     if args.action == "command":
         return Command(args.ban_command, args.unban_command, args.action_timeout)
     return DryRun()

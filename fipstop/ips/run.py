@@ -16,18 +16,23 @@ from __future__ import annotations
 import gc
 import heapq
 import os
-import queue
 import signal
 import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
-from fipstop.sigflag import SignalFlag
+from fipstop.bans import BANS_DOMAIN, MAX_EVENT_BYTES, IpsTally, encode_tally, event_parts, wire_str
 from fipstop.errors import FipsError
-from fipstop.ips.actions import OK, BanJob, make_action
-from fipstop.ips.jails import JailSpec, compile_jail, select_jails
+from fipstop.ips.actions import OK, ActionOptions, BanJob, Command, DryRun, Nft, make_action
+from fipstop.ips.jails import JailOptions, JailSpec, compile_jail, protected_nets, select_jails
+from fipstop.ips.ranges import RangeCounter, RangeOptions
 from fipstop.ips.stats import IpsStats, JailStats, LatencyWindow, write_atomic
+from fipstop.ring import pick_domain
+from fipstop.sigflag import SignalFlag
 from fipstop.textsafe import escape_text
 
 # An idle reader sleeps 0.2 ms, doubling up to 2 ms while nothing arrives: a
@@ -40,6 +45,10 @@ IDLE_SLEEP_MAX_S = 0.002
 # context switches, and on a 2-CPU machine that CPU is what the rest lacks.
 SECONDARY_SLEEP_S = 0.005
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+#: bans per action call (one nft transaction): ~5-10 ms through libnftables on this machine
+BATCH_MAX = 512
+#: how often the IPS publishes its tally (:class:`fipstop.bans.IpsTally`) when a counter changed
+TALLY_EVERY_S = 0.25
 
 
 class Publisher:
@@ -53,7 +62,6 @@ class Publisher:
         if not name:
             return
         from fipstop import _fips
-        from fipstop.bans import MAX_EVENT_BYTES
 
         try:
             # 4 MiB a ring holds ~20 k events: most of a 2^16-attacker burst reaches a
@@ -75,6 +83,15 @@ class Publisher:
             self.published += ok
             self.dropped += len(records) - ok
 
+    def publish_tally(self, record: bytes) -> None:
+        """The IPS's own counters (:class:`fipstop.bans.IpsTally`); not counted as a ban event."""
+        if self._prod is None:
+            return
+        try:
+            self._prod.log_batch([record])
+        except Exception:  # never stops banning
+            pass
+
     def close(self) -> None:
         for o in (self._prod, self._dom):
             if o is not None:
@@ -82,6 +99,46 @@ class Publisher:
                     o.close()
                 except Exception:
                     pass
+
+
+class JobQueue:
+    """The action workers' queue: a burst goes in under one lock and a worker takes
+    its whole batch under one lock.  ``queue.Queue`` took a lock per job on both
+    sides, and with 10 000 bans at once the reader's puts, contending with four
+    workers' gets, cost more than the nft transactions (``fipstop bench nft``).
+    ``None`` is a worker's stop, left in place for the worker after it."""
+
+    def __init__(self) -> None:
+        self._d: deque[BanJob | None] = deque()
+        self._cv = threading.Condition(threading.Lock())
+
+    def put(self, item: BanJob | None) -> None:
+        with self._cv:
+            self._d.append(item)
+            self._cv.notify()
+
+    def put_many(self, items: list[BanJob]) -> None:
+        if items:
+            with self._cv:
+                self._d.extend(items)
+                self._cv.notify(len(items))
+
+    def qsize(self) -> int:
+        return len(self._d)
+
+    def get_batch(self, limit: int) -> list[BanJob] | None:
+        """Up to ``limit`` jobs (waiting for the first), or None: stop."""
+        with self._cv:
+            d = self._d
+            while not d:
+                self._cv.wait()
+            if d[0] is None:
+                d.popleft()
+                return None
+            out: list[BanJob] = []
+            while d and len(out) < limit and d[0] is not None:
+                out.append(d.popleft())  # type: ignore[arg-type]  # not None: checked
+            return out
 
 
 class Engine:
@@ -94,10 +151,9 @@ class Engine:
     keeps a FIFO of expiries instead of a heap.
     """
 
-    def __init__(self, specs: list[JailSpec], jails: list, action, publisher: Publisher, retries: int,
-                 concurrency: int, log) -> None:
+    def __init__(self, specs: list[JailSpec], jails: list[Any], action: DryRun | Nft | Command, publisher: Publisher,
+                 retries: int, concurrency: int, log: Callable[[str], None]) -> None:
         from fipstop import _ipsfast
-        from fipstop.bans import event_parts, wire_str
 
         self._fmt = _ipsfast.format_events
         self._parts = event_parts
@@ -109,7 +165,7 @@ class Engine:
         self.pub = publisher
         self.retries = max(0, retries)
         self.log = log
-        self.verbose = log is not None and getattr(log, "__name__", "") != "_quiet"
+        self.verbose = log is not _quiet
         self.lock = threading.Lock()
         # (jail, ip) -> (first_ns, trigger_ns, hits, ban_ns)
         self.active: dict[tuple[str, str], tuple[int, int, int, int]] = {}
@@ -117,18 +173,21 @@ class Engine:
         self.expiry: dict[str, deque[tuple[float, str]]] = {s.name: deque() for s in specs}
         self.retry_heap: list[tuple[float, int, BanJob]] = []
         self._seq = 0
-        self.q: queue.Queue[BanJob | None] = queue.Queue()
+        self.q = JobQueue()
         self.ttb = LatencyWindow()
         self.reaction = LatencyWindow()
         self.bans = self.unbans = self.bans_failed = self.duplicates = 0
+        # per jail: [bans, in force, failed], for the tally the bans probe reads
+        self.per_jail: dict[str, list[int]] = {s.name: [0, 0, 0] for s in specs}
         self.failures = self.retried = 0
         self.last_error = ""
         self._ok_parts = {k: event_parts(k, action.name) for k in ("ban", "unban")}
         self._logged_s = 0
         self._logged_n = 0
         self._unlogged = 0
+        self.unban_hooks: list[Callable[[str, str], None]] = []  # (jail, ip) when a ban ends or fails
         self.inline = action.name == "dry-run"
-        self.inline_unban = action.name != "command" or getattr(action, "unban_argv", None) is None
+        self.inline_unban = not isinstance(action, Command) or action.unban_argv is None
         self.workers = [] if self.inline else [
             threading.Thread(target=self._worker, name=f"ips-action-{i}", daemon=True) for i in range(concurrency)]
         if not self.inline:
@@ -139,23 +198,25 @@ class Engine:
             w.start()
 
     # -- from reader threads -----------------------------------------------------------------
-    def triggers(self, trig: list[tuple[str, str, int, int, int]]) -> None:
+    def triggers(self, trig: list[tuple[str, str, int, int, int, tuple | None]]) -> None:
+        """Ban triggers (jail, ip, first_ns, trigger_ns, hits, data) from a reader thread."""
         if self.inline:
             self._banned(trig, time.time_ns())
             return
-        jobs = []
-        with self.lock:
-            for jail, ip, first_ns, trigger_ns, hits in trig:
-                key = (jail, ip)
-                if key in self.active or key in self.pending:
-                    self.duplicates += 1
-                    continue
-                self.pending.add(key)
-                jobs.append(BanJob(jail, ip, first_ns, trigger_ns, hits, self.bantime[jail]))
-        for j in jobs:
-            self.q.put(j)
+        # in slices of one batch: the workers start on the first while the rest are made
+        for k in range(0, len(trig), BATCH_MAX):
+            jobs = []
+            with self.lock:
+                for jail, ip, first_ns, trigger_ns, hits, data in trig[k:k + BATCH_MAX]:
+                    key = (jail, ip)
+                    if key in self.active or key in self.pending:
+                        self.duplicates += 1
+                        continue
+                    self.pending.add(key)
+                    jobs.append(BanJob(jail, ip, first_ns, trigger_ns, hits, self.bantime[jail], data=data))
+            self.q.put_many(jobs)
 
-    def _banned(self, trig: list[tuple[str, str, int, int, int]], now_ns: int) -> None:
+    def _banned(self, trig: list[tuple[str, str, int, int, int, tuple | None]], now_ns: int) -> None:
         """Bans that took effect at now_ns: bookkeeping, events, log (batched; ~2 µs a ban)."""
         mono = time.monotonic()
         with self.lock:
@@ -179,6 +240,15 @@ class Engine:
             self.ttb.add_many([(now_ns - t[2]) * 1e-6 for t in fresh])
             self.reaction.add_many([(now_ns - t[3]) * 1e-6 for t in fresh])
             self.bans += len(fresh)
+            if len(self.per_jail) == 1:
+                (c,) = self.per_jail.values()
+                c[0] += len(fresh)
+                c[1] += len(fresh)
+            else:
+                for t in fresh:
+                    c = self.per_jail[t[0]]
+                    c[0] += 1
+                    c[1] += 1
         head, tail = self._ok_parts["ban"]
         self.pub.publish_many(self._fmt(fresh, head, self.jail_json, now_ns, tail))
         if self.verbose:
@@ -191,31 +261,21 @@ class Engine:
             if self._unlogged:
                 self.log(f"... and {self._unlogged} more bans")
             self._logged_s, self._logged_n, self._unlogged = sec, 0, 0
-        for jail, ip, first_ns, _trigger_ns, hits in fresh:
+        for jail, ip, first_ns, _trigger_ns, hits, data in fresh:
             if self._logged_n >= 20:
                 self._unlogged += 1
                 continue
             self._logged_n += 1
+            extra = "".join(f" {escape_text(k)}={escape_text(v[:64])}" for k, v in (data or ())[:4])
             self.log(f"ban {ip} jail={escape_text(jail)} hits={hits} "
-                     f"time-to-ban={(now_ns - first_ns) / 1e6:.1f}ms action={self.action.name}")
+                     f"time-to-ban={(now_ns - first_ns) / 1e6:.1f}ms action={self.action.name}{extra}")
 
     # -- action workers -----------------------------------------------------------------------
     def _worker(self) -> None:
         while True:
-            job = self.q.get()
-            if job is None:
+            batch = self.q.get_batch(BATCH_MAX if self.action.batches else 1)
+            if batch is None:
                 return
-            batch = [job]
-            if self.action.batches:
-                while len(batch) < 512:
-                    try:
-                        nxt = self.q.get_nowait()
-                    except queue.Empty:
-                        break
-                    if nxt is None:
-                        self.q.put(None)
-                        break
-                    batch.append(nxt)
             for kind in ("ban", "unban"):
                 group = [j for j in batch if j.kind == kind]
                 if group:
@@ -237,7 +297,8 @@ class Engine:
     def _finish(self, jobs: list[BanJob], results: list[str]) -> None:
         now_ns = time.time_ns()
         mono = time.monotonic()
-        ok_bans, ok_unbans = [], []
+        ok_bans: list[BanJob] = []
+        ok_unbans: list[BanJob] = []
         for job, res in zip(jobs, results):
             if res == OK:
                 (ok_bans if job.kind == "ban" else ok_unbans).append(job)
@@ -257,6 +318,7 @@ class Engine:
             if job.kind == "ban":
                 with self.lock:
                     self.bans_failed += 1
+                    self.per_jail[job.jail][2] += 1
                     self.pending.discard((job.jail, job.ip))
                 self._forget(job.jail, job.ip)
                 self._publish_one(job, now_ns, res)
@@ -265,7 +327,7 @@ class Engine:
             else:
                 self._unbanned([(job.jail, job.ip)], now_ns, res)
         if ok_bans:
-            self._banned([(j.jail, j.ip, j.first_ns, j.trigger_ns, j.hits) for j in ok_bans], now_ns)
+            self._banned([(j.jail, j.ip, j.first_ns, j.trigger_ns, j.hits, j.data) for j in ok_bans], now_ns)
         if ok_unbans:
             self._unbanned([(j.jail, j.ip) for j in ok_unbans], now_ns, OK)
 
@@ -276,6 +338,7 @@ class Engine:
                 a = self.active.pop(key, None)
                 if a is not None:
                     trig.append((key[0], key[1], a[0], a[1], a[2]))
+                    self.per_jail[key[0]][1] -= 1
             self.unbans += len(trig)
         for jail, ip, *_ in trig:
             self._forget(jail, ip)
@@ -287,11 +350,13 @@ class Engine:
         try:
             self.jails[jail].unban(ip)
         except (KeyError, ValueError):
-            pass
+            pass  # a network ("10.0.0.0/24") is not in the address table
+        for hook in self.unban_hooks:
+            hook(jail, ip)
 
     def _publish_one(self, job: BanJob, now_ns: int, res: str) -> None:
         head, tail = self._parts(job.kind, self.action.name, res)
-        self.pub.publish_many(self._fmt([(job.jail, job.ip, job.first_ns, job.trigger_ns, job.hits)], head,
+        self.pub.publish_many(self._fmt([(job.jail, job.ip, job.first_ns, job.trigger_ns, job.hits, job.data)], head,
                                         self.jail_json, now_ns, tail))
 
     # -- scheduler ----------------------------------------------------------------------------
@@ -317,8 +382,7 @@ class Engine:
                 with self.lock:
                     jobs = [BanJob(j, ip, a[0], a[1], a[2], self.bantime[j], kind="unban")
                             for j, ip in due_unbans if (a := self.active.get((j, ip))) is not None]
-                for job in jobs:
-                    self.q.put(job)
+                self.q.put_many(jobs)
         now_ns = time.time_ns()
         for j in self.jails.values():
             j.expire(now_ns, 8192)
@@ -330,28 +394,63 @@ class Engine:
             w.join(timeout=5)
 
 
+@dataclass(frozen=True)
+class IpsOptions:
+    """Everything ``fipstop ips`` runs with (its options, see fipstop/commands/ips.py)."""
+
+    jails: JailOptions = field(default_factory=JailOptions)
+    action: ActionOptions = field(default_factory=ActionOptions)
+    domain: str | None = None  # None: the only domain in the shm dir
+    shm_dir: str | None = None
+    consumer: str | None = None  # None: ips-PID
+    readers: int = 2
+    batch: int = 1024
+    action_concurrency: int = 4
+    action_retries: int = 3
+    bans_domain: str | None = BANS_DOMAIN  # None: publish no ban events
+    stats_json: str | None = None  # "-": JSON lines on stdout
+    duration: float = 0.0  # 0: until stopped
+    quiet: bool = False
+    keep: bool = False
+    ranges: RangeOptions = field(default_factory=RangeOptions)
+
+
 class Ips:
-    def __init__(self, args) -> None:
+    def __init__(self, args: IpsOptions) -> None:
         from fipstop import _fips
-        from fipstop.tail import pick_domain
 
         self.args = args
-        self.specs = select_jails(args)
-        self.jails = [compile_jail(s) for s in self.specs]
-        self.action = make_action(args)
+        self.specs = select_jails(args.jails)
+        compiled = [s.filter.compiled() for s in self.specs]
+        self.jails = [compile_jail(s, cf) for s, cf in zip(self.specs, compiled)]
+        self.filter_warnings = [f"jail {escape_text(s.name)}: {escape_text(w)}"
+                                for s, cf in zip(self.specs, compiled) for w in cf.warnings]
+        self.action = make_action(args.action)
+        # per jail: network counting once its address table overflows (None: a stateful jail, whose lines
+        # cannot be matched one by one, or --no-ranges)
+        self.ranges: list[RangeCounter | None] = [
+            RangeCounter(s.name, s.maxretry, s.findtime_s, s.mode, s.max_tracked,
+                         s.ignoreip + protected_nets(s.ignoreself), args.ranges)
+            if args.ranges.enabled and not cf.stateful else None for s, cf in zip(self.specs, compiled)]
+        self._evictions = [0] * len(self.jails)
+        self._pressure_until = [0.0] * len(self.jails)
+        self._next_range_check = 0.0
         self.domain_name = pick_domain(args.domain, args.shm_dir)
         self.consumer_name = args.consumer or f"ips-{os.getpid()}"
-        if not args.no_bans_domain and args.bans_domain == self.domain_name:
+        if args.bans_domain is not None and args.bans_domain == self.domain_name:
             raise FipsError(f"ips: --bans-domain {args.bans_domain} is the domain being consumed")
         try:
             self.domain = _fips.Domain(self.domain_name, args.shm_dir, create=False)
         except _fips.FipsError as exc:
             raise FipsError(f"ips: {exc}") from None
         # everything that can fail comes before registering: a failed start leaves no consumer behind
-        self.pub = Publisher(None if args.no_bans_domain else args.bans_domain, args.shm_dir)
+        self.pub = Publisher(args.bans_domain, args.shm_dir)
         self.log = _quiet if args.quiet else _say
         self.engine = Engine(self.specs, self.jails, self.action, self.pub, args.action_retries,
                              args.action_concurrency, self.log)
+        by_jail = {s.name: r for s, r in zip(self.specs, self.ranges) if r is not None}
+        if by_jail:
+            self.engine.unban_hooks.append(lambda jail, ip: by_jail[jail].forget(ip) if jail in by_jail else None)
         try:
             self.consumer = _fips.Consumer(self.domain, self.consumer_name)
         except _fips.FipsError as exc:
@@ -363,23 +462,52 @@ class Ips:
         self.error: str | None = None
         self.lock = threading.Lock()
         self.records = self.bytes = self.lost = 0
+        self.torn = 0  # records of batches overwritten while matched after an eviction (not acted on)
+        self.rejoins = 0
+        # the domain shrank under the mapping (libfips: zero pages and ETRUNC, never SIGBUS):
+        # readers park, the main loop reopens the domain when a valid one is back under the name
+        self.cut = threading.Event()
+        self.parked = self.running = 0
+        self.truncations = self.reopens = 0
+        self.findings: list[str] = []
+        self._reopen_note = ""
+        self._cut_ident: tuple[int, int, int] | None = None
         self.started_ns = time.time_ns()
+        self._tally_key: tuple[int, ...] = ()
+        self._tally_at = 0.0
         self._prev = (time.monotonic(), 0)
         self.rate = 0.0
 
     def reader(self, index: int = 0) -> None:
+        with self.lock:
+            self.running += 1
+        try:
+            self._read_loop(index)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+    def _read_loop(self, index: int) -> None:
         from fipstop import _fips, _ipsfast
 
         jails = tuple(self.jails)
-        cons = self.consumer
         n = self.args.batch
         feed = _ipsfast.feed
         trig_fn = self.engine.triggers
         idle = IDLE_SLEEP_MIN_S
         while not self.stop.is_set():
+            if self.cut.is_set():
+                self._park()
+                continue
+            cons = self.consumer
             try:
                 b = cons.read(n)
             except _fips.FipsError as exc:
+                if exc.code == _fips.ETRUNC:
+                    self._truncated()
+                    continue
+                if exc.code in (_fips.EEVICTED, _fips.ECLOSED) and self._rejoin(cons):
+                    continue
                 self.error = f"ips: consumer {self.consumer_name}: {exc}"
                 self.stop.set()
                 return
@@ -392,15 +520,33 @@ class Ips:
             try:
                 trig = feed(b, jails)
                 cnt, lost = b.count, b.lost
+                rtrig = self._range_triggers(b) if self.ranges_on else []
             except Exception as exc:  # a bug, not bad input: stop loudly rather than stall
                 self.error = f"ips: reader failed: {type(exc).__name__}: {exc}"
                 self.stop.set()
-                return
-            finally:
                 b.release()
+                return
+            try:
+                b.release()
+            except _fips.FipsError as exc:
+                if exc.code == _fips.ETRUNC:  # read while the file shrank: zeros, act on none of it
+                    self._truncated()
+                    continue
+                # Evicted while matching (stalled past the domain's grace).  ETORN: the producer
+                # may have overwritten the batch under the matcher, so its lines may be spliced
+                # from other records: ban on none of them.  EEVICTED: they were intact.
+                if exc.code == _fips.ETORN:
+                    trig = rtrig = []
+                    with self.lock:
+                        self.torn += cnt
+                    cnt = lost = 0
+                if not self._rejoin(cons):
+                    return
             with self.lock:
                 self.records += cnt
                 self.lost += lost
+            if rtrig:
+                trig = trig + rtrig
             if trig:
                 try:
                     trig_fn(trig)
@@ -409,6 +555,152 @@ class Ips:
                     self.log(f"ban bookkeeping failed: {type(exc).__name__}: {exc}")
             if index and not backlog:
                 time.sleep(SECONDARY_SLEEP_S)
+
+    def _rejoin(self, stale) -> bool:
+        """After an eviction, open the consumer again by name: it resumes after what it released
+        (what was overwritten meanwhile is counted as lost in the domain).  One reader does it;
+        the others pick up the new handle.  False (and stop) if that fails."""
+        from fipstop import _fips
+
+        with self.lock:
+            if self.consumer is not stale:
+                return True
+            try:
+                stale.close()  # frees the entry for this process: a rejoin needs the old handle gone
+            except _fips.FipsError:
+                pass
+            try:
+                self.consumer = _fips.Consumer(self.domain, self.consumer_name)
+            except _fips.FipsError as exc:
+                self.error = f"ips: consumer {self.consumer_name}: evicted, and rejoining failed: {exc}"
+                self.stop.set()
+                return False
+            self.rejoins += 1
+        self.log(f"consumer {self.consumer_name} was evicted (stalled past the domain's grace period); "
+                 "rejoined, records overwritten meanwhile are counted as lost")
+        return True
+
+    @property
+    def ranges_on(self) -> bool:
+        return any(r is not None for r in self.ranges)
+
+    def _range_triggers(self, b) -> list:
+        """A jail whose table evicted in the last findtime counts this batch per network too.
+        Its eviction counter is looked at every 50 ms (a stats() call is ~5 us: per batch it
+        would cost ~1 % of a busy reader), so counting per network starts within 50 ms."""
+        now = time.monotonic()
+        if now >= self._next_range_check:
+            self._next_range_check = now + 0.05
+            for i, (jail, rc) in enumerate(zip(self.jails, self.ranges)):
+                if rc is None:
+                    continue
+                ev = jail.stats()["evictions"]
+                if ev <= self._evictions[i]:
+                    continue
+                with self.lock:
+                    first = self._pressure_until[i] == 0.0
+                    self._evictions[i] = max(self._evictions[i], ev)
+                    self._pressure_until[i] = now + max(10.0, self.specs[i].findtime_s)
+                if first:
+                    self._finding(
+                        f"jail {escape_text(jail.name)}: more addresses than --max-tracked {self.specs[i].max_tracked} "
+                        f"(evicted before reaching maxretry): counting per /{rc.opt.v4_prefix} and "
+                        f"/{rc.opt.v6_prefix} networks too, a network banned at {rc.need_hits} hits from "
+                        f"{rc.need_addrs} addresses")
+        out: list = []
+        for i, (jail, rc) in enumerate(zip(self.jails, self.ranges)):
+            if rc is None or now >= self._pressure_until[i]:
+                continue
+            match = jail.match
+            hits = []
+            for rec in b:
+                res, ip = match(rec.data)
+                if res == "hit" and ip is not None:
+                    hits.append((ip, rec.ts_ns))
+            for net, first_ns, trigger_ns, n in rc.count(hits):
+                out.append((jail.name, net, first_ns, trigger_ns, n, None))
+        return out
+
+    def _range_totals(self) -> dict[str, int]:
+        tot = {"range_bans": 0, "range_tracked": 0, "range_evictions": 0, "range_refused": 0}
+        for rc in self.ranges:
+            if rc is not None:
+                for k, v in rc.stats().items():
+                    if k in tot:
+                        tot[k] += v
+        return tot
+
+    def _finding(self, line: str) -> None:
+        with self.lock:
+            self.findings.append(line)
+            del self.findings[:-8]
+        _say(line)  # a finding: said even with --quiet
+
+    def _truncated(self) -> None:
+        """The domain shrank under the mapping: say so once, park the readers
+        (the main loop reopens it); bans in force and unbans go on."""
+        from fipstop.ring import domain_path, truncated_line
+
+        with self.lock:
+            if self.cut.is_set():
+                return
+            self.cut.set()
+            self.truncations += 1
+            self._cut_ident = _ident(domain_path(self.domain_name, self.args.shm_dir))
+            line = escape_text(truncated_line(self.domain_name, domain_path(self.domain_name, self.args.shm_dir)))
+            line += "; bans in force stay, consuming again once a valid domain is back under the name"
+        self._finding(line)
+
+    def _park(self) -> None:
+        with self.lock:
+            self.parked += 1
+        try:
+            while self.cut.is_set() and not self.stop.is_set():
+                time.sleep(0.05)
+        finally:
+            with self.lock:
+                self.parked -= 1
+
+    def _reopen(self) -> None:
+        """Once every reader is parked: drop the truncated domain and open the
+        one now under the name, if it is valid (else say why, once per reason)."""
+        from fipstop import _fips
+        from fipstop.ring import domain_path
+
+        with self.lock:
+            if self.parked < self.running:
+                return
+        ident = _ident(domain_path(self.domain_name, self.args.shm_dir))
+        if ident is None or ident == self._cut_ident:
+            return  # still the file that shrank (or none yet): nothing new to open
+        for o in (self.consumer, self.domain):
+            try:
+                o.close()
+            except Exception:
+                pass
+        try:
+            dom = _fips.Domain(self.domain_name, self.args.shm_dir, create=False)
+        except _fips.FipsError as exc:
+            note = escape_text(str(exc))
+            if note != self._reopen_note:
+                self._reopen_note = note
+                _say(f"domain {escape_text(self.domain_name)} not reopened yet: {note}")
+            return
+        try:
+            cons = _fips.Consumer(dom, self.consumer_name)
+        except _fips.FipsError as exc:
+            dom.close()
+            note = escape_text(str(exc))
+            if note != self._reopen_note:
+                self._reopen_note = note
+                _say(f"domain {escape_text(self.domain_name)} reopened, consumer not: {note}")
+            return
+        with self.lock:
+            self.domain, self.consumer = dom, cons
+            self.reopens += 1
+            self._reopen_note = ""
+            self.cut.clear()
+        _say(f"domain {escape_text(self.domain_name)} reopened: consuming again as {escape_text(self.consumer_name)}")
 
     def snapshot(self) -> IpsStats:
         e = self.engine
@@ -433,17 +725,47 @@ class Ips:
             started_ns=self.started_ns, updated_ns=now_ns, uptime_s=round((now_ns - self.started_ns) / 1e9, 3),
             records=records, bytes=first["bytes"], records_per_s=round(self.rate, 1), lost=lost,
             truncated=first["truncated"], matched=tot("matched"), ignored=tot("ignored"), not_ip=tot("not_ip"),
-            nomatch=tot("nomatch"), bans=bans, unbans=unbans, active_bans=active, bans_failed=failed,
+            dns=tot("dns"), nofail=tot("nofail"), pending=tot("pending"), dated=tot("dated"), nomatch=tot("nomatch"),
+            bans=bans, unbans=unbans, active_bans=active, bans_failed=failed,
             duplicate_triggers=dups, tracked=tot("tracked"), evictions=tot("evictions"), expired=tot("expired"),
-            max_tracked=self.args.max_tracked, action_failures=failures, action_retries=retried,
+            max_tracked=self.args.jails.max_tracked, action_failures=failures, action_retries=retried,
             action_pending=pending + e.q.qsize(), last_action_error=last_error,
-            events_published=self.pub.published, events_dropped=self.pub.dropped, time_to_ban_ms=ttb,
+            events_published=self.pub.published, events_dropped=self.pub.dropped,
+            **self._range_totals(), domain_truncations=self.truncations, domain_reopens=self.reopens,
+            findings=tuple(self.findings),
+            time_to_ban_ms=ttb,
             reaction_ms=reaction,
             jails={s.name: JailStats(matched=js[s.name]["matched"], ignored=js[s.name]["ignored"],
-                                     not_ip=js[s.name]["not_ip"], bans=js[s.name]["bans"],
+                                     not_ip=js[s.name]["not_ip"], dns=js[s.name]["dns"], nofail=js[s.name]["nofail"],
+                                     pending=js[s.name]["pending"], bans=js[s.name]["bans"],
                                      tracked=js[s.name]["tracked"], evictions=js[s.name]["evictions"],
-                                     maxretry=s.maxretry, findtime_s=s.findtime_s, bantime_s=s.bantime_s,
-                                     mode=s.mode) for s in self.specs})
+                                     sessions=js[s.name]["sessions"], maxretry=s.maxretry, findtime_s=s.findtime_s,
+                                     bantime_s=s.bantime_s, mode=s.mode,
+                                     failregex_hits=tuple(js[s.name]["failregex_hits"])) for s in self.specs})
+
+    def tally(self) -> IpsTally:
+        """The counters the bans probe shows exactly, even when it misses ban events."""
+        e = self.engine
+        with e.lock:
+            counts = (e.bans, e.unbans, len(e.active), e.bans_failed)
+            jails = tuple((name, c[0], c[1], c[2]) for name, c in e.per_jail.items())
+            ttb = e.ttb.percentiles()
+        ms = lambda v: int(round(v * 1e6)) if ttb.count else None  # noqa: E731
+        return IpsTally(source="fipstop-ips", pid=os.getpid(), started_ns=self.started_ns, taken_ns=time.time_ns(),
+                        bans=counts[0], unbans=counts[1], active=counts[2], failed=counts[3],
+                        published=self.pub.published, dropped=self.pub.dropped, ttb_count=ttb.count,
+                        ttb_p50_ns=ms(ttb.p50), ttb_p90_ns=ms(ttb.p90), ttb_p99_ns=ms(ttb.p99),
+                        ttb_max_ns=ms(ttb.max), jails=jails)
+
+    def publish_tally(self, force: bool = False) -> None:
+        """Into the bans domain when a counter changed (and every 5 s anyway), from the main
+        thread: its ring holds only these, so a burst of ban events never laps them."""
+        t = self.tally()
+        key = (t.bans, t.unbans, t.active, t.failed, t.published, t.dropped)
+        now = time.monotonic()
+        if force or key != self._tally_key or now - self._tally_at >= 5.0:
+            self.pub.publish_tally(encode_tally(t))
+            self._tally_key, self._tally_at = key, now
 
     def write_stats(self) -> None:
         path = self.args.stats_json
@@ -465,14 +787,31 @@ class Ips:
             t.start()
         deadline = time.monotonic() + self.args.duration if self.args.duration > 0 else None
         next_stats = time.monotonic() + 1.0
+        next_reopen = 0.0
+        next_tally = 0.0
         self.log(f"consuming {escape_text(self.domain_name)} as {escape_text(self.consumer_name)}: jails "
-                 f"{', '.join(escape_text(s.name) for s in self.specs)}; action {self.action.name}; "
+                 f"{', '.join(escape_text(s.name) for s in self.specs)}; action {self.action.name}"
+                 f"{f' via {self.action.backend}' if isinstance(self.action, Nft) else ''}; "
                  f"{self.args.readers} readers")
+        if isinstance(self.action, Nft) and self.action.fallback:
+            self.log(f"warning: nft: {self.action.fallback}")
+        for w in self.filter_warnings:
+            self.log(f"warning: {w}")
+        from fipstop.ring import domain_path, others_may_write
+
+        if (warning := others_may_write(domain_path(self.domain_name, self.args.shm_dir))) is not None:
+            self._finding(escape_text(warning))
         try:
             while not self.stop.is_set() and not self.term.is_set():
                 time.sleep(0.02)
                 self.engine.tick()
                 now = time.monotonic()
+                if self.cut.is_set() and now >= next_reopen:
+                    next_reopen = now + 0.5
+                    self._reopen()
+                if now >= next_tally:
+                    next_tally = now + TALLY_EVERY_S
+                    self.publish_tally()
                 if now >= next_stats:
                     next_stats = now + 1.0
                     self.write_stats()
@@ -485,6 +824,7 @@ class Ips:
             for t in readers:
                 t.join(timeout=5)
             self.engine.stop()
+            self.publish_tally(force=True)
             self.write_stats()
             try:
                 if self.args.keep:
@@ -500,6 +840,15 @@ class Ips:
         return 0
 
 
+def _ident(path: str) -> tuple[int, int, int] | None:
+    """(st_dev, st_ino, st_size): what tells a domain file that shrank from one put back."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size
+
+
 def _quiet(_msg: str) -> None:
     pass
 
@@ -508,7 +857,7 @@ def _say(msg: str) -> None:
     print(f"fipstop ips: {msg}", file=sys.stderr, flush=True)
 
 
-def run_ips(args) -> int:
+def run_ips(args: IpsOptions) -> int:
     # Readers release the GIL while matching; a short switch interval keeps a
     # reader that has bans to hand over from waiting 5 ms for the GIL.
     sys.setswitchinterval(0.0002)

@@ -7,15 +7,23 @@ start; times in the field's unit):
 
     v, pid, domain, consumer, action, started_ns, updated_ns, uptime_s,
     records, bytes, records_per_s, lost (records the producers dropped before
-    we saw them), truncated, matched, ignored, not_ip, nomatch,
+    we saw them), truncated, matched, ignored, not_ip (a host that is no
+    address, DNS names included), dns (<HOST> matched a DNS name: never
+    resolved), nofail (<F-NOFAIL>/<F-MLFGAINED> lines), pending (failures
+    waiting for their <F-MLFID> session's address), dated (records whose
+    date was found and cut out), nomatch,
     bans, unbans, active_bans, bans_failed, duplicate_triggers,
     tracked, evictions, expired, max_tracked,
     action_failures, action_retries, action_pending, last_action_error,
     events_published, events_dropped,
+    range_bans, range_tracked, range_evictions, range_refused  (networks banned as a whole once a
+                        jail's address table overflowed; networks counted; evicted; refused: ignoreip)
+    domain_truncations (the domain shrank under the mapping), domain_reopens,
+    findings            [one line each, newest last, at most 8]: what went wrong that the IPS survived
     time_to_ban_ms      {count, p50, p90, p99, max}  first offending record -> ban
     reaction_ms         {count, p50, p90, p99, max}  record that crossed maxretry -> ban
-    jails               {NAME: {matched, ignored, not_ip, bans, tracked, evictions, maxretry, findtime_s,
-                                bantime_s, mode}}
+    jails               {NAME: {matched, ignored, not_ip, dns, nofail, pending, bans, tracked, evictions,
+                                sessions, maxretry, findtime_s, bantime_s, mode, failregex_hits}}
 
 Percentiles are over every ban since start, within 2 % (a log histogram).  :func:`read_stats` loads the file
 into :class:`IpsStats`.
@@ -46,13 +54,18 @@ class JailStats:
     matched: int = 0
     ignored: int = 0
     not_ip: int = 0
+    dns: int = 0
+    nofail: int = 0
+    pending: int = 0
     bans: int = 0
     tracked: int = 0
     evictions: int = 0
+    sessions: int = 0
     maxretry: int = 0
     findtime_s: float = 0.0
     bantime_s: float = 0.0
     mode: str = "window"
+    failregex_hits: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +86,10 @@ class IpsStats:
     matched: int = 0
     ignored: int = 0
     not_ip: int = 0
+    dns: int = 0
+    nofail: int = 0
+    pending: int = 0
+    dated: int = 0
     nomatch: int = 0
     bans: int = 0
     unbans: int = 0
@@ -89,6 +106,13 @@ class IpsStats:
     last_action_error: str = ""
     events_published: int = 0
     events_dropped: int = 0
+    range_bans: int = 0
+    range_tracked: int = 0
+    range_evictions: int = 0
+    range_refused: int = 0
+    domain_truncations: int = 0
+    domain_reopens: int = 0
+    findings: tuple[str, ...] = ()
     time_to_ban_ms: Percentiles = field(default_factory=Percentiles)
     reaction_ms: Percentiles = field(default_factory=Percentiles)
     jails: dict[str, JailStats] = field(default_factory=dict)
@@ -107,8 +131,11 @@ def read_stats(path: str | Path) -> IpsStats:
     for k in ("time_to_ban_ms", "reaction_ms"):
         if isinstance(kw.get(k), dict):
             kw[k] = Percentiles(**{a: b for a, b in kw[k].items() if a in Percentiles.__dataclass_fields__})
+    kw["findings"] = tuple(str(x) for x in kw.get("findings") or ())
     jn = set(JailStats.__dataclass_fields__)
-    kw["jails"] = {n: JailStats(**{a: b for a, b in j.items() if a in jn}) for n, j in (d.get("jails") or {}).items()}
+    kw["jails"] = {n: JailStats(**{a: (tuple(b) if a == "failregex_hits" else b)  # type: ignore[arg-type]
+                                   for a, b in j.items() if a in jn})
+                   for n, j in (d.get("jails") or {}).items()}
     return IpsStats(**kw)
 
 

@@ -25,30 +25,31 @@ def demo_report(pid: int = DEMO_PID, *, taken_mono_ns: int = 60 * SECOND, hostil
     threads = [ThreadSplit(pid, "named", SECOND, 0.2, 0.1, 0.0, 0.0, 99.7, 0.0, 99, 100,
                            (("rt_sigtimedwait", 99),))]
     for i in range(4):
-        tid = pid + 1 + i
+        tid = pid + 8 + i  # the tids of the fixture's rings of pid 4242 (fipstop.fixtures): 4250...
+        waits = (("futex FUTEX_WAIT", 70), ("sendto unix_wait_for_peer", 6))
         threads.append(ThreadSplit(tid, name if i == 0 else f"isc-net-{i:04d}", SECOND, 14.0 + i, 4.5, 71.0 - i,
-                                   6.0, 4.5, 0.0, 81, 100, (("futex FUTEX_WAIT", 70), ("sendto unix_wait_for_peer", 6))))
-    threads.append(ThreadSplit(pid + 9, "isc-timer", SECOND, 0.5, 0.1, 0.0, 0.0, 99.4, 0.0, 99, 100,
+                                   6.0, 4.5, 0.0, 81, 100, waits))
+    threads.append(ThreadSplit(pid + 20, "isc-timer", SECOND, 0.5, 0.1, 0.0, 0.0, 99.4, 0.0, 99, 100,
                                (("futex wait (condvar/semaphore/join)", 99),)))
-    tids = tuple(pid + 1 + i for i in range(4))
+    tids = tuple(pid + 8 + i for i in range(4))
     th = ThreadsSample(pid=pid, comm="named", taken_mono_ns=taken_mono_ns, duration_ns=SECOND,
                        threads=tuple(threads),
                        locks=(LockWait(LOCK_ADDR, 2_790_000_000, 212, tids),),
                        hz=100.0, hz_achieved=99.0, sampler_cpu_pct=0.41, method="syscall+wchan")
-    wait_stack = StackCount((*_SYSLOG, "__lll_lock_wait", "futex_wait"), 2_790_000_000, pid + 1, name)
-    hold_stack = StackCount((*_SYSLOG, "__send", "unix_dgram_sendmsg"), 1, pid + 2, "isc-net-0001")
+    wait_stack = StackCount((*_SYSLOG, "__lll_lock_wait", "futex_wait"), 2_790_000_000, pid + 8, name)
+    hold_stack = StackCount((*_SYSLOG, "__send", "unix_dgram_sendmsg"), 1, pid + 9, "isc-net-0001")
     oncpu = (
-        StackCount((*_SYSLOG, "__vfprintf_internal"), 41, pid + 1, name),
-        StackCount((*_SYSLOG, "__send"), 23, pid + 2, "isc-net-0001"),
-        StackCount(("start_thread", "isc__nm_async_run", "ns_query_start", "dns_rdata_towire"), 30, pid + 3,
+        StackCount((*_SYSLOG, "__vfprintf_internal"), 41, pid + 8, name),
+        StackCount((*_SYSLOG, "__send"), 23, pid + 9, "isc-net-0001"),
+        StackCount(("start_thread", "isc__nm_async_run", "ns_query_start", "dns_rdata_towire"), 30, pid + 10,
                    "isc-net-0002"),
         StackCount(("start_thread", "isc__nm_async_run", "isc__nm_udp_read_cb", "ns__client_request"), 19,
-                   pid + 4, "isc-net-0003"),
+                   pid + 11, "isc-net-0003"),
     )
     offcpu = (
         wait_stack,
-        StackCount((*_SYSLOG, "__send", "unix_wait_for_peer"), 240_000_000, pid + 3, "isc-net-0002"),
-        StackCount(("start_thread", "isc__nm_async_run", "uv_run", "epoll_wait"), 180_000_000, pid + 4,
+        StackCount((*_SYSLOG, "__send", "unix_wait_for_peer"), 240_000_000, pid + 10, "isc-net-0002"),
+        StackCount(("start_thread", "isc__nm_async_run", "uv_run", "epoll_wait"), 180_000_000, pid + 11,
                    "isc-net-0003"),
     )
     bpf = ProfileSample(source="bpf", pid=pid, taken_mono_ns=taken_mono_ns, duration_ns=SECOND, oncpu=oncpu,

@@ -25,6 +25,7 @@ import platform
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,14 +59,14 @@ class KernelHeaders:
     built: bool = False
 
 
-def cache_root(*, uid: int | None = None, environ: dict[str, str] | None = None) -> Path:
+def cache_root(*, uid: int | None = None, environ: Mapping[str, str] | None = None) -> Path:
     """Root writes a machine-wide cache; anyone else their own."""
-    environ = os.environ if environ is None else environ
+    env = os.environ if environ is None else environ
     uid = os.geteuid() if uid is None else uid
     if uid == 0:
         return Path("/var/cache/fipstop")
-    xdg = environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path(environ.get("HOME", tempfile.gettempdir())) / ".cache"
+    xdg = env.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path(env.get("HOME", tempfile.gettempdir())) / ".cache"
     return base / "fipstop"
 
 
@@ -188,12 +189,12 @@ def _build(ver: str, common: Path, flavour: Path, root: Path, machine: str) -> K
 def find_kernel_headers(release: str | None = None, *, machine: str | None = None,
                         modules_root: Path = Path("/lib/modules"), src_root: Path = Path("/usr/src"),
                         sys_kernel: Path = Path("/sys/kernel"), cache: Path | None = None,
-                        environ: dict[str, str] | None = None) -> KernelHeaders:
+                        environ: Mapping[str, str] | None = None) -> KernelHeaders:
     """Find (or build) the header tree bcc should compile against."""
-    environ = os.environ if environ is None else environ
+    env = os.environ if environ is None else environ
     release = release or os.uname().release
     machine = machine or platform.machine()
-    given = environ.get("BCC_KERNEL_SOURCE")
+    given = env.get("BCC_KERNEL_SOURCE")
     if given:
         if Path(given, "include").is_dir():
             return KernelHeaders(True, given, note=f"BCC_KERNEL_SOURCE={given}")
@@ -213,5 +214,5 @@ def find_kernel_headers(release: str | None = None, *, machine: str | None = Non
                    f"{sys_kernel}/kheaders.tar.xz are missing and {src_root} has no "
                    f"linux-headers-*-common + linux-headers-*-{fl} pair (apt-get install linux-headers-{fl})")
     ver, common, flavour = pairs[0]
-    root = cache if cache is not None else cache_root(environ=dict(environ))
+    root = cache if cache is not None else cache_root(environ=env)
     return _build(ver, common, flavour, root, machine)

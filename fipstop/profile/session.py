@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -24,9 +25,23 @@ from fipstop.probes.bpf_program import OFF_SAMPLE
 from fipstop.probes.stacks import LockWait, ProfileSample, StackCount, folded_lines
 from fipstop.probes.threads import ThreadSampler, ThreadsSample
 
-__all__ = ["ProbeStatus", "ProfileOptions", "ProfileReport", "ProfileSession", "profile_once"]
+__all__ = ["FOLDED_UNITS", "ProbeStatus", "ProfileOptions", "ProfileReport", "ProfileSession", "folded_note",
+           "profile_once"]
 
 SCHEMA_VERSION = 1
+
+#: the unit of the folded weights per kind, as flamegraph.pl's ``--countname`` takes it: on-CPU stacks are
+#: samples (flamegraph.pl's default), off-CPU stacks microseconds blocked - what bcc's ``offcputime -f`` writes,
+#: so the two tools' files mix and compare
+FOLDED_UNITS = {"oncpu": "samples", "offcpu": "us"}
+
+
+def folded_note(which: str) -> str:
+    """One line saying what the weights of a folded file of ``which`` are and how to draw it."""
+    if which == "offcpu":
+        return ("off-CPU weights are microseconds blocked (as bcc's offcputime -f): "
+                "flamegraph.pl --countname=us --title 'Off-CPU Time Flame Graph' FILE")
+    return "on-CPU weights are samples: flamegraph.pl FILE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +127,16 @@ class ProfileReport:
 
     def folded(self, which: str = "oncpu", source: str | None = None) -> list[str]:
         """Folded stacks (flamegraph.pl, speedscope, inferno); with several
-        sources each line starts with its source, so they do not mix."""
+        sources each line starts with its source, so they do not mix.  The
+        weights are in ``FOLDED_UNITS[which]``: on-CPU samples, off-CPU
+        microseconds (as bcc's ``offcputime -f``)."""
         lines: list[str] = []
         srcs = [p for p in self.available_profiles() if source is None or p.source == source]
         for p in srcs:
-            stacks = p.oncpu if which == "oncpu" else p.offcpu
+            stacks: Sequence[StackCount] = p.oncpu if which == "oncpu" else p.offcpu
             if len(srcs) > 1:
                 stacks = [replace(s, frames=(f"[{p.source}]", *s.frames)) for s in stacks]
-            lines.extend(folded_lines(stacks))
+            lines.extend(folded_lines(stacks, divisor=1000 if which == "offcpu" else 1))
         return lines
 
     def to_json(self) -> dict[str, Any]:
@@ -127,6 +144,7 @@ class ProfileReport:
         for lw in d["threads"]["locks"]:
             lw["address_hex"] = hex(lw["address"])
         for p in d["profiles"]:
+            p["offcpu_unit"] = "ns"  # as oncpu_unit names the on-CPU values' unit (lock waits: wait_ns)
             for lw in p["locks"]:
                 lw["address_hex"] = hex(lw["address"])
         d["process_split_pct"] = self.threads.process_split()
@@ -143,8 +161,13 @@ class ProfileSession:
     """The samplers of one pid.  ``start()`` may take seconds (bcc compiles
     its programs): call it off the UI thread."""
 
-    def __init__(self, pid: int, options: ProfileOptions | None = None, *, procfs_root: str = "/proc") -> None:
+    def __init__(self, pid: int, options: ProfileOptions | None = None, *, procfs_root: str = "/proc",
+                 bpf: Any = None) -> None:
+        """``bpf``: a parked bpf profiler (of any pid: it is retargeted) to reuse (see :meth:`close`)."""
         self.pid = int(pid)
+        self._reuse_bpf = bpf
+        #: what ``start()`` is doing now (read from another thread to show progress); "" when done
+        self.phase = ""
         self.options = options or ProfileOptions()
         self.procfs_root = procfs_root
         self.threads = ThreadSampler(self.pid, hz=self.options.threads_hz, procfs_root=procfs_root)
@@ -155,7 +178,18 @@ class ProfileSession:
 
     def _make_profilers(self) -> None:
         o = self.options
-        if o.bpf:
+        reuse, self._reuse_bpf = self._reuse_bpf, None
+        if o.bpf and reuse is not None and getattr(reuse, "pid", self.pid) != self.pid:
+            try:  # compiled for another pid: the target is a map entry, no compile
+                ok = bool(reuse.retarget(self.pid))
+            except Exception:
+                ok = False
+            if not ok:
+                self._close(reuse)
+                reuse = None
+        if o.bpf and reuse is not None:
+            self.profilers.append(reuse)
+        elif o.bpf:
             try:
                 from fipstop.probes.bpf import BpfProfiler  # the bpf engineer's module; may be absent
                 self.profilers.append(BpfProfiler(self.pid, oncpu_hz=o.oncpu_hz, off_sample=o.off_sample))
@@ -177,6 +211,7 @@ class ProfileSession:
         if self._started:
             return
         self._started = True
+        self.phase = "reading the threads"
         ok, why = self.threads.available()
         self.status["threads"] = ProbeStatus("threads", ok, why)
         self._make_profilers()
@@ -187,6 +222,9 @@ class ProfileSession:
             except Exception as e:
                 ok, why = False, _one_line(e)
             if ok:
+                self.phase = (("compiling the eBPF program" if getattr(p, "state", "") != "parked"
+                               else "attaching the compiled eBPF program") if p.name == "bpf"
+                              else f"starting {p.name}")
                 try:
                     p.start()
                 except Exception as e:
@@ -200,6 +238,7 @@ class ProfileSession:
         if self.status["threads"].available:  # last: bcc's compile time is not part of the interval
             self.threads.start()
         self._last_poll = time.monotonic_ns()
+        self.phase = ""
 
     @staticmethod
     def _close(p: Any) -> None:
@@ -236,13 +275,28 @@ class ProfileSession:
         return ProfileReport(pid=self.pid, comm=th.comm, taken_mono_ns=now, duration_ns=max(duration, 0),
                              threads=th, profiles=tuple(samples), probes=tuple(self.status.values()))
 
-    def close(self) -> None:
+    def close(self, *, park: bool = False) -> Any:
+        """Stop every sampler; with ``park`` the bpf profiler is detached but
+        kept compiled and returned (None when it did not run), for a later
+        session of the same pid: bcc compiles once per run, not per visit."""
         self.threads.close()
+        parked = None
         for p in self.profilers:
+            if park and parked is None and p.name == "bpf" and hasattr(p, "park"):
+                try:
+                    if p.park():
+                        parked = p
+                        continue
+                except Exception:
+                    pass
             self._close(p)
         self.profilers = []
+        if self._reuse_bpf is not None:  # never started: it stays parked for the next one
+            parked = parked or self._reuse_bpf
+            self._reuse_bpf = None
+        return parked
 
-    def __enter__(self) -> "ProfileSession":
+    def __enter__(self) -> ProfileSession:
         self.start()
         return self
 

@@ -21,6 +21,8 @@
  *   long LEN           one message of LEN bytes ("%s": the shim's fast path)
  *   longfmt LEN        the same through "%.*s" (the general, vsnprintf path)
  *   threads N M        N threads, all alive at once, log M records each
+ *   waves N M W        N threads in waves of W (each wave joined before the next), M records each,
+ *                      a short sleep every 64: rings are closed and taken again
  *   fork               parent and child both log after fork()
  *   perror             LOG_PERROR copy to stderr
  *   many N [US]        N records "many I", optionally US microseconds apart
@@ -240,6 +242,33 @@ static void sc_threads(int n, int m)
     pthread_barrier_destroy(&done);
 }
 
+static void *wave_main(void *p)
+{
+    struct thr_arg *a = p;
+    for (int i = 0; i < a->records; i++) {
+        syslog(LOG_INFO, "wave thread %d msg %d", a->index, i);
+        if (i % 64 == 63) usleep(50);
+    }
+    return NULL;
+}
+
+static void sc_waves(int n, int m, int w)
+{
+    pthread_t th[256];
+    struct thr_arg args[256];
+    if (n < 1 || n > 256 || w < 1) { failed = 1; return; }
+    for (int i = 0; i < n; i += w) {
+        int e = i + w > n ? n : i + w;
+        for (int j = i; j < e; j++) {
+            args[j] = (struct thr_arg){ .index = j, .records = m };
+            int rc = pthread_create(&th[j], NULL, wave_main, &args[j]);
+            CHECK(rc == 0, "pthread_create: %s", strerror(rc));
+            if (rc) exit(3);
+        }
+        for (int j = i; j < e; j++) pthread_join(th[j], NULL);
+    }
+}
+
 static void sc_fork(void)
 {
     openlog("forky", LOG_PID, LOG_USER);
@@ -314,6 +343,7 @@ int main(int argc, char **argv)
     else if (!strcmp(s, "long")) sc_long((size_t)a1);
     else if (!strcmp(s, "longfmt")) sc_longfmt((size_t)a1);
     else if (!strcmp(s, "threads")) sc_threads((int)a1, (int)a2);
+    else if (!strcmp(s, "waves")) sc_waves((int)a1, (int)a2, argc > 4 ? atoi(argv[4]) : 1);
     else if (!strcmp(s, "fork")) sc_fork();
     else if (!strcmp(s, "perror")) sc_perror();
     else if (!strcmp(s, "many")) sc_many(a1, a2);

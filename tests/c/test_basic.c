@@ -480,6 +480,63 @@ static void t_zero_len_and_max(void)
 
 /* Many laps of a 4 KiB ring with odd record sizes: pads at the end of the
  * buffer, records split never, content always intact. */
+/* fips_log copies 16..64-byte payloads inline with overlapping 16-byte moves
+ * (copy_payload) and everything else through memcpy: every length from 0 to
+ * max_record arrives intact, from a buffer of exactly that size (ASan sees a
+ * read past its end), and no byte past the record's stride is written (a
+ * byte past the claim may belong to a record of the previous lap that a slow
+ * consumer is still reading).  The ring never wraps here, so every byte past
+ * head is still the zero the file was created with. */
+static void t_every_length(void)
+{
+    const char *name = fresh_name("lens");
+    fips_domain *d = dom_open(name, 65536, 256, 0, 0);
+    REQUIRE(d);
+    fips_consumer *c = cons_open(d, "r");
+    REQUIRE(c);
+    int ring = fips_producer_ring(d);
+    REQUIRE(ring >= 0);
+    char path[512];
+    snprintf(path, sizeof path, "%s/fips.%s", t_dir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    struct stat st;
+    REQUIRE(fstat(fd, &st) == 0);
+    const uint8_t *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    REQUIRE(map != MAP_FAILED);
+    const struct fips_layout_header *h = (const void *)map;
+    const uint8_t *data = map + h->data_off + (uint64_t)ring * h->ring_capacity;
+    uint64_t pos = 0;
+    for (uint32_t len = 0; len <= 256; len++) {
+        uint8_t *buf = malloc(len ? len : 1);
+        REQUIRE(buf);
+        fill(buf, len, len); /* record `len` has seq `len` */
+        CHECK_RC(fips_log(d, buf, len), 0);
+        free(buf);
+        const struct fips_layout_record *r = (const void *)(data + pos);
+        CHECK_EQ(r->len_flags & FIPS_REC_LEN_MASK, len);
+        CHECK_EQ(r->seq, len);
+        CHECK(matches(data + pos + FIPS_REC_HDR_SIZE, len, len));
+        pos += FIPS_REC_HDR_SIZE + ((len + 7u) & ~7u);
+        int clean = 1;
+        for (uint64_t i = pos; i < pos + 128 && i < h->ring_capacity; i++) clean &= data[i] == 0;
+        if (!clean) t_fail(__FILE__, __LINE__, "a record of %u bytes wrote past its end", len);
+    }
+    REQUIRE(pos + 128 < h->ring_capacity); /* the ring did not wrap */
+    gotv_t g = { 0 };
+    CHECK_RC(drain(c, 1000, &g, 0), 0);
+    REQUIRE(g.n == 257);
+    for (uint32_t i = 0; i < g.n; i++) {
+        CHECK_EQ(g.v[i].len, i);
+        CHECK(g.v[i].ok);
+    }
+    free(g.v);
+    munmap((void *)map, (size_t)st.st_size);
+    CHECK_RC(fips_consumer_close(c), 0);
+    dom_close(d, name);
+}
+
 static void t_wraparound(void)
 {
     const char *name = fresh_name("wrap");
@@ -833,14 +890,14 @@ static void t_out_of_order_release(void)
     snap_t sn;
     REQUIRE(snap_open(&sn, name) == 0);
     int ci = fips_consumer_index(c);
-    /* release 2 before 1: nothing moves */
-    CHECK_RC(fips_consumer_release(c, &b2), 0);
+    /* release 2 before 1: nothing moves, and the release says so (queued) */
+    CHECK_RC(fips_consumer_release(c, &b2), 1);
     snap_take(&sn);
     CHECK_EQ(POS(&sn, ci, ring)->released, b1.start);
     CHECK_EQ(POS(&sn, ci, ring)->released_seq, 0);
     CHECK_EQ(POS(&sn, ci, ring)->records_released, 0);
     /* release 4: still nothing */
-    CHECK_RC(fips_consumer_release(c, &b4), 0);
+    CHECK_RC(fips_consumer_release(c, &b4), 1);
     snap_take(&sn);
     CHECK_EQ(POS(&sn, ci, ring)->released, b1.start);
     /* release 1: jumps past 1 and 2 (3 still held) */
@@ -1463,7 +1520,7 @@ static void t_monitor_attach_errors(void)
     VARIANT("empty", vlen = 0, -FIPS_ETRUNC);
     VARIANT("trunc", vlen = len - 4096, -FIPS_ETRUNC);
     VARIANT("magic", h->magic ^= 1, -FIPS_EMAGIC);
-    VARIANT("version", h->version = 2, -FIPS_EVERSION);
+    VARIANT("version", h->version = FIPS_LAYOUT_VERSION + 1, -FIPS_EVERSION);
     VARIANT("hdrsize", h->hdr_size = 100, -FIPS_ELAYOUT);
     VARIANT("cap", h->ring_capacity = 4095, -FIPS_ELAYOUT);
     VARIANT("rings0", h->max_rings = 0, -FIPS_ELAYOUT);
@@ -1477,9 +1534,19 @@ static void t_monitor_attach_errors(void)
     VARIANT("name", memset(h->name, 'x', sizeof h->name), -FIPS_ELAYOUT);
 #undef VARIANT
 
-    /* Another owner: refused unless any_owner. */
-    snprintf(p, sizeof p, "%s/fips.%s-owner", t_dir, name);
+    /* A file whose header names another domain (fips.X that says it is Y). */
+    snprintf(p, sizeof p, "%s/fips.%s-impostor", t_dir, name);
     spit(p, img, len);
+    expect_attach(p, 0, -FIPS_ELAYOUT, __LINE__);
+
+    /* Another owner: refused unless any_owner.  (The copy's header carries
+     * its own file's name.) */
+    snprintf(p, sizeof p, "%s/fips.%s-owner", t_dir, name);
+    memcpy(cp, img, len);
+    h = (struct fips_layout_header *)cp;
+    memset(h->name, 0, sizeof h->name);
+    snprintf(h->name, sizeof h->name, "%s-owner", name);
+    spit(p, cp, len);
     REQUIRE(chown(p, 65534, 65534) == 0);
     expect_attach(p, 0, -FIPS_EOWNER, __LINE__);
     expect_attach(p, 1, 0, __LINE__);
@@ -1700,6 +1767,7 @@ int main(void)
     RUN(t_open_create);
     RUN(t_roundtrip);
     RUN(t_zero_len_and_max);
+    RUN(t_every_length);
     RUN(t_wraparound);
     RUN(t_drop_on_full);
     RUN(t_batch_log);

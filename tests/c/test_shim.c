@@ -11,10 +11,13 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <sys/time.h>
 #include <syslog.h>
 
 void __syslog_chk(int pri, int flag, const char *fmt, ...);
+unsigned long long fips_syslog_dropped(void);
 
 #define DOMAIN "shim"
 #define MAX_RECORD 16384 /* > the general path's 8 KiB buffer: the paths differ */
@@ -195,6 +198,73 @@ static void t_threads(void)
     CHECK_EQ(bad, 0);
 }
 
+/* syslog(3) from a real timer signal's handler while the thread is inside
+ * syslog(3) itself: the nested call is dropped and counted, nothing is
+ * garbled, and records read + dropped (+ without a ring) = calls. */
+static atomic_long g_alarms;
+static void on_alarm(int sig)
+{
+    (void)sig;
+    int e = errno;
+    atomic_fetch_add(&g_alarms, 1);
+    syslog(LOG_INFO, "from the handler %d", 7);
+    errno = e;
+}
+
+static void t_signal_handler(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 40}, {0, 40}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    long calls = 0, seen = 0, bad = 0;
+    char rec[256];
+    uint64_t t0 = t_mono_ns();
+    while (t_mono_ns() - t0 < 1000000000ull) {
+        for (int i = 0; i < 32; i++, calls++) {
+            if (calls & 1) syslog(LOG_INFO, "general %ld %s", calls, "path");
+            else __syslog_chk(LOG_INFO, 1, "%s%s", "fast ", "path");
+        }
+        long n;
+        while ((n = next_record(rec, sizeof rec, NULL)) >= 0) {
+            seen++;
+            if (strncmp(rec, HDR, strlen(HDR)) != 0) bad++;
+        }
+    }
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    signal(SIGALRM, SIG_DFL);
+    while (next_record(rec, sizeof rec, NULL) >= 0) {
+        seen++;
+        if (strncmp(rec, HDR, strlen(HDR)) != 0) bad++;
+    }
+    fips_monitor *m;
+    char err[256];
+    REQUIRE_RC(fips_monitor_open(&m, t_dir, DOMAIN, 0, err, sizeof err), 0);
+    const struct fips_layout_header *h = fips_monitor_mapping(m);
+    uint32_t nr = h->max_rings;
+    fips_ring_stat *rs = calloc(nr, sizeof *rs);
+    fips_consumer_stat cs[16];
+    fips_pos_stat *ps = calloc((size_t)nr * h->max_consumers, sizeof *ps);
+    fips_snapshot snap = {.rings = rs, .consumers = cs, .pos = ps};
+    REQUIRE(rs && ps && h->max_consumers <= 16);
+    CHECK_RC(fips_monitor_snapshot(m, &snap), 0);
+    uint64_t dropped = h->records_no_ring;
+    for (uint32_t r = 0; r < nr; r++) dropped += rs[r].records_dropped;
+    long alarms = atomic_load(&g_alarms);
+    printf("     %ld calls, %ld from the handler: %ld read, %llu dropped\n", calls, alarms, seen,
+           (unsigned long long)dropped);
+    CHECK(alarms > 100);
+    CHECK_EQ(bad, 0);
+    CHECK_EQ((uint64_t)seen + dropped + fips_syslog_dropped(), (uint64_t)(calls + alarms));
+    free(rs);
+    free(ps);
+    fips_monitor_close(m);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -217,6 +287,7 @@ int main(void)
     RUN(t_ident_pid_errno);
     RUN(t_control_bytes);
     RUN(t_threads);
+    RUN(t_signal_handler);
     closelog();
     fips_consumer_close(cons);
     fips_domain_close(dom);

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from fipstop.backends import BackendsSample, derive_backends
-from fipstop.bench.bind import free_port
+from fipstop.bench.bind.dns import free_port
 from fipstop.bench.rsyslog import find_rsyslogd
+from fipstop.model.backends import derive_backends
 from fipstop.probes.audit import AuditProbe
+from fipstop.probes.backends import BackendsSample
 from fipstop.probes.logfiles import LogFileProbe
 from fipstop.probes.netsyslog import NetSyslogProbe
 from fipstop.probes.rsyslog_stats import RsyslogStatsProbe

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from fipstop.bench.bind import free_port
+from fipstop.bench.bind.dns import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 

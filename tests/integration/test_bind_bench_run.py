@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from fipstop.bench import bind
+from fipstop.bench.bind import modes
+from fipstop.bench.bind.procs import find_program
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -27,7 +28,7 @@ def _num(x: object) -> bool:
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for prog in ("named", "dnsperf"):
-        if bind._find(prog) is None:
+        if find_program(prog) is None:
             pytest.skip(f"{prog} not installed (apt-get install bind9 dnsperf)")
     tmp = tmp_path_factory.mktemp("benchbind")
     shm = tmp / "shm"
@@ -46,7 +47,7 @@ def doc(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_top_level(doc: dict) -> None:
     assert doc["bench"] == "bind"
-    assert doc["schema"] == bind.SCHEMA
+    assert doc["schema"] == modes.SCHEMA
     assert "bench bind" in doc["command"] and "--seconds 1" in doc["command"]
     assert doc["date"].endswith("Z")
     m = doc["machine"]
@@ -54,7 +55,7 @@ def test_top_level(doc: dict) -> None:
         assert k in m, k
     p = doc["params"]
     assert p["seconds_per_mode"] == 1.0 and p["rounds"] == 1
-    assert p["modes"] == list(bind.MODES)
+    assert p["modes"] == list(modes.MODES)
     assert p["dnsperf_command"].split()[1:] == [
         "-s", "127.0.0.1", "-p", "PORT", "-d", "TMP/queries.txt", "-l", "1", "-c", "8", "-T", "2", "-q", "200",
     ]
@@ -65,7 +66,7 @@ def test_top_level(doc: dict) -> None:
 
 def test_every_mode_reports_numbers_or_a_reason(doc: dict) -> None:
     by = {r["mode"]: r for r in doc["results"]}
-    assert list(by) == list(bind.MODES)
+    assert list(by) == list(modes.MODES)
     for mode, r in by.items():
         assert r["status"] in ("ok", "skipped", "error"), mode
         if r["status"] != "ok":
@@ -94,6 +95,16 @@ def test_log_lines_are_counted(doc: dict) -> None:
     assert f["consumer"]["records"] == f["ring"]["records_committed"]
     assert f["consumer"]["lost"] <= f["ring"]["records_dropped"]
     assert f["logged_per_answered"] >= 0.999  # not a timing figure: a consumer that keeps up sees every line
+    b = by["fips_bind"]
+    assert b["consumer"]["kind"] == "C drain" and b["ring"]["foreign_rings"] == 0
+    assert b["consumer"]["records"] == b["ring"]["records_committed"]
+    assert b["logged_per_answered"] >= 0.999 and b["ring_dropped_total"] == 0
+    t = by["dnstap"]
+    assert t["helper"] == "fstrm_capture"
+    assert t["dnstap"]["damaged"] is None
+    # recursion no: BIND 9.18 types every query it answers AUTH_QUERY
+    assert set(t["dnstap"]["types"]) == {"1"} and t["dnstap"]["client_query"] == 0
+    assert 0 < t["log_lines"] == t["dnstap"]["matched"] <= t["dnstap"]["auth_query"]
     n = by["fips_nocons"]
     load = n["ring_load"]
     assert load["records_committed"] == n["log_lines"]
@@ -112,6 +123,12 @@ def test_targets_are_reported_not_asserted(doc: dict) -> None:
         "null_syslog_qps_vs_none",
         "fips_with_consumer_qps_vs_null_syslog",
         "fips_shim_cost_vs_null_syslog_per_call",
+        "fips_bind_cpu_vs_null_syslog",
+        "fips_bind_logged_vs_answered",
+        "fips_bind_qps_vs_null_syslog",
+        "fips_bind_cpu_vs_none",
+        "dnstap_frames_vs_answered",
+        "dnstap_cpu_vs_none",
         "fips_no_consumer_drops_counted",
     ]
     for t in doc["targets"]:

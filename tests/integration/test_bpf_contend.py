@@ -1,6 +1,6 @@
 """The bpf profiler on a C program whose threads contend on one mutex
-(bench/profile/contend.c, real bcc and tracepoints): the threads show most of
-their time waiting on a lock, the top lock is that mutex (its address is the
+(bench/profile/contend.c, real bcc and tracepoints): most of the time the
+kernel says the threads were blocked (schedstat) is lock wait, the top lock is that mutex (its address is the
 ``mu`` symbol of the binary, relocated), on-CPU samples name the program's
 own function, and nothing was lost silently."""
 
@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from fipstop.probes.bpf_decode import PREEMPTED_FRAME, WOKEN_FRAME
 
 pytestmark = [pytest.mark.integration, pytest.mark.root, pytest.mark.bpf]
 
@@ -43,6 +45,18 @@ def _symbol_addr(binary: Path, pid: int, name: str) -> int:
     raise AssertionError("binary not mapped")
 
 
+def _schedstat(pid: int) -> dict[int, tuple[int, int]]:
+    """Per thread: (ns on a CPU, ns runnable waiting for one), from /proc/PID/task/TID/schedstat."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            run, rq, _ = (int(x) for x in (task / "schedstat").read_text().split())
+        except (OSError, ValueError):
+            continue
+        out[int(task.name)] = (run, rq)
+    return out
+
+
 def test_contended_mutex_is_the_top_lock(tmp_path: Path) -> None:
     from fipstop.probes.bpf import BpfProfiler
 
@@ -65,9 +79,11 @@ def test_contended_mutex_is_the_top_lock(tmp_path: Path) -> None:
         proc.stdin.write("go\n")
         proc.stdin.flush()
         t0 = time.monotonic()
+        sched0 = _schedstat(proc.pid)
         time.sleep(2.0)
         s = prof.sample()
         window_ns = (time.monotonic() - t0) * 1e9
+        sched1 = _schedstat(proc.pid)
     finally:
         prof.close()
         if proc.poll() is None and not proc.stdin.closed:
@@ -97,11 +113,22 @@ def test_contended_mutex_is_the_top_lock(tmp_path: Path) -> None:
     # callers past the leaf (stack scanning: glibc has no frame pointers)
     assert any(st.frames[:1] == ("work",) for st in top.stacks), [st.frames for st in top.stacks]
     assert any("work" in st.frames for st in top.holder_stacks), [st.frames for st in top.holder_stacks]
-    shares = sorted(v / window_ns for v in per_tid.values())
-    assert sum(shares) / len(shares) >= 0.5, shares
+    # against the kernel's own account of the same window (schedstat: time on a CPU, time waiting for one; the
+    # rest is time blocked, and a worker here blocks only on the mutex): the lock wait is most of the blocked time
+    # and never more than it.  Not a fixed share of the window: on a busy host the threads wait for a CPU more and
+    # for the lock less (a 0.5 share failed at load 9).  Slack: a wait is counted when it ends, so one in progress
+    # at the end of the window is missing (under load one wait can last hundreds of ms), and the naps before "go".
+    blocked_ns = 0.0
+    for tid in per_tid:
+        (run0, rq0), (run1, rq1) = sched0[tid], sched1[tid]
+        blocked_ns += window_ns - (run1 - run0) - (rq1 - rq0)
+    total_wait = sum(per_tid.values())
+    assert 0.5 * blocked_ns <= total_wait <= 1.15 * blocked_ns + THREADS * 30e6, (per_tid, blocked_ns, window_ns)
     # off-CPU: the futex wait dominates, and is visible with its kernel stack
-    futex_ns = sum(st.value for st in s.offcpu if "futex_wait_[k]" in st.frames)
-    assert futex_ns >= 0.5 * sum(st.value for st in s.offcpu), s.offcpu[:3]
+    # (of the time blocked: waiting for a CPU, preempted or just woken, is off-CPU too and grows with the load)
+    blocked = [st for st in s.offcpu if st.frames[-1:] not in ((PREEMPTED_FRAME,), (WOKEN_FRAME,))]
+    futex_ns = sum(st.value for st in blocked if "futex_wait_[k]" in st.frames)
+    assert futex_ns >= 0.5 * sum(st.value for st in blocked), blocked[:3]
     # on-CPU samples name the worker function (the spin under the lock)
     assert s.oncpu and s.oncpu_unit == "samples" and s.oncpu_hz == 99
     assert any("work" in st.frames for st in s.oncpu), [st.frames for st in s.oncpu[:5]]

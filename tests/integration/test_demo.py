@@ -93,3 +93,30 @@ def test_no_terminal_runs_headless(tmp_path):
                        stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
     assert "no terminal" in r.stderr and "attackers" in r.stdout
+
+
+def test_killing_the_slow_consumer_shows_its_eviction_not_an_error(tmp_path):
+    """Issue 16, item 7: the demo goes on when its slow consumer dies, and says what happens next."""
+    import time
+
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    p = subprocess.Popen([sys.executable, "-m", "fipstop", "--shm-dir", str(shm), "demo", "--headless", "--duration",
+                          "5", "--attackers", "64", "--threads", "1", "--slow-consumer", "50", "--domain", "demokill"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, cwd=REPO)
+    try:
+        for _ in range(100):
+            slow = [c for c in children_named("--slow-child") if "demokill" in " ".join(c.cmdline())]
+            if slow:
+                break
+            time.sleep(0.05)
+        assert slow, "no slow consumer"
+        time.sleep(0.5)
+        slow[0].kill()
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert "slow consumer exited (killed by SIGKILL)" in err and "evicts it" in err and "(-9)" not in err
+    assert "attackers" in out

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from fipstop import unban
 from fipstop.bench.ban import fail2ban_config
+from fipstop.model.bans import derive_bans
 from fipstop.probes.fail2ban import Fail2BanProbe
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
@@ -73,7 +75,7 @@ def test_bans_from_the_database_with_time_to_ban(f2b):
     assert first.unavailable == "" and first.events == ()
     t0 = time.time()
     with open(log, "a") as f:
-        for k in range(6):
+        for _ in range(6):
             for ip in ATTACKERS:
                 f.write(bind_line(ip, time.time()))
             f.flush()
@@ -112,3 +114,33 @@ def test_socket_only_reports_bans_in_force(f2b):
         time.sleep(0.5)
         s = probe.sample()
     assert s.active == 1 and s.events == () and "socket only" in s.unavailable
+
+
+def test_unban_from_the_banned_addresses_view_lifts_it(f2b):
+    """u in the banned-addresses view: fail2ban-client set JAIL unbanip ADDR, and the list follows."""
+    cfg, log, _marks = f2b
+    sock = str(cfg / "fail2ban.sock")
+    probe = Fail2BanProbe(str(cfg / "fail2ban.sqlite3"), sock)
+    samples = [probe.sample()]
+    with open(log, "a") as f:
+        for _ in range(6):
+            f.write(bind_line("203.0.113.60", time.time()))
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not any(e.kind == "ban" for s in samples for e in s.events):
+        time.sleep(0.3)
+        samples.append(probe.sample())
+    st = None
+    for s in samples:
+        st = derive_bans(st, [s])
+    assert st is not None
+    (b,) = st.in_force
+    assert b.ip == "203.0.113.60" and b.jail == "named-refused"
+    bantime = int(subprocess.run(["fail2ban-client", "-s", sock, "get", "named-refused", "bantime"],
+                                 capture_output=True, text=True, check=True).stdout.split()[-1])
+    assert b.expires_ns is not None and abs(b.expires_ns - b.trigger_ns - bantime * 10**9) < 10**9
+    ok, what = unban.unban("named-refused", "203.0.113.60", socket=sock)
+    assert ok, what
+    s = probe.sample()
+    assert s.active == 0 and [(e.kind, e.ip) for e in s.events] == [("unban", "203.0.113.60")]
+    st = derive_bans(st, [s])
+    assert st.in_force == () and st.source("fail2ban").active == 0

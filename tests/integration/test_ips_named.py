@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from fipstop.bench.bind import free_port
+from fipstop.bench.bind.dns import free_port
 from fipstop.ips.stats import read_stats
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
@@ -121,6 +121,7 @@ def test_real_named_refused_queries_get_banned(tmp_path: Path) -> None:
         assert wait(up, 30), "named did not answer"
         ips = subprocess.Popen(fipstop("--shm-dir", str(shm), "ips", "--domain", "dns", "--consumer", "ips",
                                        "--filter", "named-refused", "--maxretry", "3", "--ignoreip", "127.0.0.1",
+                                       "--ignoreself", "no",  # the clients are simulated on loopback
                                        "--stats-json", str(stats)),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         assert wait(lambda: stats.exists(), 15)

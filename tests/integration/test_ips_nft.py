@@ -127,12 +127,36 @@ def test_failing_nft_is_counted_retried_and_not_fatal(netns: str, shm_dir: Path,
     assert "FAILED after 3 attempts" in err
     assert proc.returncode == 0
     with _fips.Domain("fips-bans", shm_dir, create=False) as bd, _fips.Consumer(bd, "t") as c:
-        from fipstop.bans import decode
+        from fipstop.bans import BanEvent, decode_record
 
         evs = []
         while (b := c.read()) is not None:
-            evs += [decode(r) for r in b]
+            evs += [e for r in b if isinstance(e := decode_record(r), BanEvent)]
             b.release()
     failed = [e for e in evs if e.ip == "2001:db8::66"]
     assert len(failed) == 1 and failed[0].result.startswith("nft exit 1")
     assert json.loads(stats.read_text())["v"] == 1
+
+
+def test_network_bans_go_to_interval_sets(netns: str, tmp_path: Path) -> None:
+    """A range decision (fipstop.ips.ranges) is an element of SET_net / SET6_net, which real nft
+    accepts (flags interval, timeout) and whose rule drops the whole network."""
+    wrapper = tmp_path / "nft"
+    wrapper.write_text(f"#!/bin/sh\nexec {IP} netns exec {netns} {NFT} \"$@\"\n")
+    wrapper.chmod(0o755)
+    from fipstop.ips.actions import OK, BanJob, Nft
+
+    n = Nft("inet:fipstop:banned", nft=str(wrapper))
+    jobs = [BanJob("j", ip, 1, 2, 20, 60.0) for ip in ("198.18.7.0/24", "2001:db8:1:2::/64", "10.0.0.1")]
+    assert n.ban(jobs) == [OK] * 3
+    assert "198.18.7.0/24" in nft_set(netns, "inet", "fipstop", "banned_net")
+    assert "2001:db8:1:2::/64" in nft_set(netns, "inet", "fipstop", "banned6_net")
+    assert "10.0.0.1" in nft_set(netns, "inet", "fipstop", "banned")
+    rules = subprocess.run([IP, "netns", "exec", netns, NFT, "list", "chain", "inet", "fipstop", "input"],
+                           capture_output=True, text=True).stdout
+    assert "ip saddr @banned_net drop" in rules and "ip6 saddr @banned6_net drop" in rules
+    # a second IPS on the same table adds no second rule
+    assert Nft("inet:fipstop:banned", nft=str(wrapper)).ban(jobs[:1]) == [OK]
+    rules = subprocess.run([IP, "netns", "exec", netns, NFT, "list", "chain", "inet", "fipstop", "input"],
+                           capture_output=True, text=True).stdout
+    assert rules.count("@banned_net drop") == 1

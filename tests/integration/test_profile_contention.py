@@ -7,8 +7,8 @@ and bcc, the bpf profiler must name the same address as its top lock."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import time
@@ -58,7 +58,8 @@ def contend():
 
 
 def check_workers(threads: list[dict], lock: int, top_lock: int) -> None:
-    workers = [t for t in threads if re.fullmatch(r"contend-\d+", t["name"])]
+    # workers are contend-0 .. contend-5; the main thread has the binary's name, contend-<hash>
+    workers = [t for t in threads if re.fullmatch(r"contend-\d{1,3}", t["name"])]
     assert len(workers) == THREADS, [t["name"] for t in threads]
     for t in workers:
         total = sum(t[f"{c}_pct"] for c in ("oncpu", "runqueue", "lock", "io", "sleep", "other"))
@@ -140,7 +141,7 @@ def test_no_root_path_as_unprivileged_user(tmp_path_factory) -> None:
     shutil.copy(contend_binary(), binary)
     binary.chmod(0o755)
     as_nobody = (setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups")
-    probe = subprocess.run([*as_nobody, sys.executable, "-c", "import fipstop.profile.cli"], capture_output=True,
+    probe = subprocess.run([*as_nobody, sys.executable, "-c", "import fipstop.commands.profile"], capture_output=True,
                            text=True, timeout=60, cwd=d)
     if probe.returncode != 0:
         pytest.skip("the unprivileged user cannot run this Python/fipstop: "

@@ -7,20 +7,20 @@ Update the snapshots after an intended change with
 from __future__ import annotations
 
 import pytest
+from uihelpers import wait_frames
 
 from fipstop import fixtures
-from fipstop.backends import fixture_samples
-from fipstop.sources import ProbeFailure, SampleListSource
+from fipstop.fixtures import backend_samples
+from fipstop.model.raw import ProbeFailure
+from fipstop.sources.samples import SampleListSource
 from fipstop.views.app import FipsTopApp
 from fipstop.views.backends import BackendsScreen
 from fipstop.views.widgets.table import VirtualTable
 
-from uihelpers import wait_frames
-
 
 def backends_app(n: int = 3, *, empty_rings: bool = False, aux=None) -> FipsTopApp:
     samples = [fixtures.raw_sample(float(i), []) for i in range(n)] if empty_rings else fixtures.demo_samples(n)
-    aux = aux if aux is not None else [{"backends": b} for b in fixture_samples(n)]
+    aux = aux if aux is not None else [{"backends": b} for b in backend_samples(n)]
     return FipsTopApp(SampleListSource(samples, 1.0, aux=aux), autopoll=False, paced=False)
 
 

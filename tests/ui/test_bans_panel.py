@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+from uihelpers import FRAMES, demo_taps, wait_frames
+
 from fipstop import fixtures
 from fipstop.banfixtures import demo_ban_aux
-from fipstop.sources import SampleListSource
+from fipstop.sources.samples import SampleListSource
 from fipstop.views import format as fmt
 from fipstop.views.app import FipsTopApp
 from fipstop.views.bans import BansScreen
 from fipstop.views.overview import OverviewScreen
 from fipstop.views.widgets.header import header_text
 from fipstop.views.widgets.table import VirtualTable
-
-from uihelpers import FRAMES, demo_taps, wait_frames
 
 
 def bans_app(n: int = FRAMES, *, hostile: bool = False, aux=None) -> FipsTopApp:

@@ -6,7 +6,6 @@ Update after an intended change with ``pytest tests/ui/test_bans_snapshots.py --
 from __future__ import annotations
 
 import pytest
-
 from test_bans_panel import bans_app
 from uihelpers import wait_frames
 

@@ -27,7 +27,8 @@ def test_frame_sort_filter_measurement_runs() -> None:
 def test_mean_interval_and_verdict() -> None:
     import pytest
 
-    from fipstop.bench.ui import _ab_verdict, mean_ci
+    from fipstop.bench.results import mean_ci
+    from fipstop.bench.ui_ab import ab_verdict as _ab_verdict
 
     m, lo, hi = mean_ci([1.0, 0.98, 1.02, 1.0])
     assert m == pytest.approx(1.0) and lo < 1.0 < hi
@@ -41,7 +42,7 @@ def test_producer_ab_with_the_app_stopped_and_running() -> None:
     """The real A/B on a tiny scale: monitor_ab in 'stop' mode pauses and
     resumes the real dashboard attached to its domain; every pair is timed
     and the app reports frames it drew while running."""
-    from fipstop.bench.ui import _producer_ab
+    from fipstop.bench.ui_ab import producer_ab as _producer_ab
 
     res = _producer_ab(4, 0.2, pty=False)
     assert res["status"] == "ok", res

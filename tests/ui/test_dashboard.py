@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import time
-
 import threading
+import time
 
 import numpy as np
 import pytest
+from uihelpers import FRAMES, SIZES, make_app, wait_frames
 
 from fipstop import fixtures
-from fipstop.model import Health
-from fipstop.sources import Frame, SampleListSource
+from fipstop.model.rings import Health
+from fipstop.model.snapshot import Frame
+from fipstop.sources.samples import SampleListSource
 from fipstop.views.app import FipsTopApp
 from fipstop.views.consumer_detail import ConsumerDetailScreen
 from fipstop.views.empty import EmptyScreen
@@ -20,8 +21,6 @@ from fipstop.views.overview import OverviewScreen
 from fipstop.views.ring_detail import RingDetailScreen
 from fipstop.views.widgets.header import StatusHeader
 from fipstop.views.widgets.table import VirtualTable
-
-from uihelpers import FRAMES, SIZES, make_app, wait_frames
 
 
 def header_plain(app: FipsTopApp) -> str:
@@ -270,7 +269,7 @@ async def test_empty_state_then_a_domain_appears() -> None:
         await pilot.pause()
         assert isinstance(app.screen, EmptyScreen)
         text = app.screen.query_one("#empty-text").render().plain
-        assert "make demo" in text and "fipstop wrap -- CMD" in text and "/dev/shm" in text
+        assert "fipstop demo" in text and "fipstop wrap -- CMD" in text and "/dev/shm" in text
         await pilot.press("2")  # nothing to open
         assert isinstance(app.screen, EmptyScreen)
         app.accept_frame(src.poll())
@@ -294,6 +293,7 @@ async def test_missing_shm_dir_is_explained() -> None:
 
 class _Flaky:
     interval_s = 1.0
+    profiling = None
 
     def __init__(self) -> None:
         self.threads: list[str] = []
@@ -366,3 +366,48 @@ def test_frames_are_the_same_for_every_run() -> None:
     for fa, fb in zip(a, b):
         assert isinstance(fa, Frame)
         np.testing.assert_array_equal(fa.snapshot.rings, fb.snapshot.rings)
+
+
+def test_fill_chart_ticks_differ_when_fill_is_small() -> None:
+    """Issue 16, item 7: a fill of 0.03 % labelled every y tick 0.0%."""
+    from fipstop.views import format as fmt
+    from fipstop.views.widgets.chart import nice_ticks, tick_labels
+
+    assert tick_labels(nice_ticks(0.03), fmt.pct) == ["0%", "0.01%", "0.02%", "0.03%"]
+    assert tick_labels(nice_ticks(40), fmt.pct) == ["0%", "10%", "20%", "30%", "40%"]
+
+
+async def test_empty_consumer_table_says_the_filter_hides_them() -> None:
+    app = make_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        await wait_frames(pilot, app)
+        await pilot.press("slash")
+        for ch in "zzzz-no-such":
+            await pilot.press(ch)
+        await pilot.press("enter")
+        await pilot.pause()
+        cons = table(app, "#consumers")
+        assert cons.row_count == 0
+        assert "no consumer matches the filter 'zzzz-no-such'" in cons.empty_text
+
+
+def test_every_column_is_defined_in_help_and_readme() -> None:
+    """Issue 16: README, docs and the help screen define every column in one sentence, with its unit."""
+    from pathlib import Path
+
+    from fipstop.views import banlist, bans, consumer_detail, help, overview, ring_detail
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    keys = [k for _, rows in help.COLUMNS for k, _ in rows]
+    labels = {c.label for wide in (False, True) for c in overview.ring_columns(wide) + overview.consumer_columns(wide)}
+    labels |= {c.label for c in bans.SOURCE_COLUMNS}
+    labels |= {c.label for c in banlist.COLUMNS}
+    labels |= {c.label for c in consumer_detail.LAG_COLUMNS if c.label != "LAG (records, history)"}
+    labels |= {c.label for c in ring_detail.POSITION_COLUMNS if not c.label.startswith(("WHERE", "LAG"))}
+    for label in labels:
+        assert any(label == k or label in k.split(", ") or label in k.split(" ") or k.startswith(label + " ")
+                   for k in keys), label
+    for _section, rows in help.COLUMNS:
+        for k, what in rows:
+            assert f"| `{k}` | {what} |" in readme, k
+    assert "columns: rings" in help.help_text().plain

@@ -9,7 +9,7 @@ from uihelpers import wait_frames
 
 from fipstop import fixtures
 from fipstop.profile.demo import DEMO_PID, LOCK_ADDR, demo_report
-from fipstop.sources import SampleListSource
+from fipstop.sources.samples import SampleListSource
 from fipstop.views.app import FipsTopApp
 from fipstop.views.profile import ProfileScreen
 
@@ -62,7 +62,7 @@ async def test_p_on_ring_detail_profiles_its_producer() -> None:
         stop = app.screen.stop
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, ProfileScreen) and stop.is_set())
-        await until(pilot, lambda: DEMO_PID not in src._profiling)
+        await until(pilot, lambda: DEMO_PID not in src.profiling.next_report)
 
 
 async def test_e_exports_folded_stacks(tmp_path: Path, monkeypatch) -> None:
@@ -82,10 +82,11 @@ async def test_e_exports_folded_stacks(tmp_path: Path, monkeypatch) -> None:
 
 
 async def test_hostile_thread_names_are_escaped() -> None:
-    app, _ = make({DEMO_PID: [demo_report(hostile=True)]})
+    other = 777  # a process without rings: its threads are named by their comm, the hostile text
+    app, _ = make({other: [demo_report(other, hostile=True)]})
     async with app.run_test(size=(160, 50)) as pilot:
         await wait_frames(pilot, app)
-        app.open_profile(DEMO_PID)
+        app.open_profile(other)
         await until(pilot, lambda: app.profile_report is not None)
         await pilot.pause(0.05)
         threads = text_of(app, "#profile-threads")
@@ -94,10 +95,8 @@ async def test_hostile_thread_names_are_escaped() -> None:
 
 
 async def test_no_report_says_why() -> None:
-    class NoProfiles(SampleListSource):
-        profile_start = None  # e.g. a recording: nothing to profile
-
-    src = NoProfiles(fixtures.demo_samples(5), 0.05)
+    src = SampleListSource(fixtures.demo_samples(5), 0.05)
+    src.profiling = None  # e.g. a recording: nothing to profile
     app = FipsTopApp(src, autopoll=False, paced=False)
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_frames(pilot, app)

@@ -6,15 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from uihelpers import SIZES  # noqa: F401  (sets TZ=UTC)
 
 from fipstop import fixtures
-from fipstop.recording import MARK_BANS, MARK_DROPS, RecordingWriter
-from fipstop.replay import ReplaySource
+from fipstop.model.raw import RawFrame
+from fipstop.recording.marks import MARK_BANS, MARK_DROPS
+from fipstop.recording.replay import ReplaySource
+from fipstop.recording.store import RecordingWriter
 from fipstop.views.app import FipsTopApp
+from fipstop.views.goto import GotoScreen, range_text
 from fipstop.views.overview import OverviewScreen
 from fipstop.views.widgets.header import StatusHeader
-
-from uihelpers import SIZES  # noqa: F401  (sets TZ=UTC)
 
 N = 120
 MARKED = (40, 41, 42, 90)
@@ -26,7 +28,7 @@ def recording(tmp_path: Path) -> tuple[str, list]:
     path = tmp_path / "r.fsr"
     w = RecordingWriter(str(path), interval_s=1.0, host="replay-host")
     for i, s in enumerate(samples):
-        w.append(s, None, (MARK_DROPS if i < 50 else MARK_BANS) if i in MARKED else 0)
+        w.append(RawFrame(s), (MARK_DROPS if i < 50 else MARK_BANS) if i in MARKED else 0)
     w.close()
     return str(path), samples
 
@@ -101,11 +103,25 @@ async def test_goto_time_and_timeline_click(recording) -> None:
         w = app.screen.query_one(StatusHeader)
         await pilot.click(StatusHeader, offset=(w.size.width - 30, 2))
         await until(pilot, lambda: shown_t(app) > samples[90].taken_realtime_ns)
-        # bad input: one line in the header, no crash
+        # bad input: one line in the prompt, which stays open; so does a time outside the recording
         await pilot.press("colon")
         await pilot.pause()
+        assert isinstance(app.screen, GotoScreen)
+        rng = str(app.screen.query_one("#goto-range").content)
+        assert range_text(samples[0].taken_realtime_ns, samples[-1].taken_realtime_ns) in rng  # its own range
         await pilot.press(*"tomorrow", "enter")
-        await until(pilot, lambda: "ISO 8601" in header(app))
+        await pilot.pause()
+        assert isinstance(app.screen, GotoScreen) and "ISO 8601" in str(app.screen.query_one("#goto-error").content)
+        box = app.screen.query_one("#goto-input")
+        box.value = "+100000"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, GotoScreen)
+        assert "is after the recording ends" in str(app.screen.query_one("#goto-error").content)
+        box.value = "+30"
+        await pilot.press("enter")
+        await until(pilot, lambda: shown_t(app) == samples[30].taken_realtime_ns)
+        assert not isinstance(app.screen, GotoScreen)
 
 
 async def test_live_ignores_replay_keys() -> None:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from uihelpers import make_app, wait_frames
 
 from fipstop import fixtures
-from fipstop.sources import SampleListSource
+from fipstop.sources.samples import SampleListSource
 from fipstop.views.app import FipsTopApp
-
-from uihelpers import make_app, wait_frames
 
 pytest.importorskip("pytest_textual_snapshot", reason="pytest-textual-snapshot is not installed")
 

@@ -14,7 +14,7 @@ time.tzset()
 
 from fipstop import fixtures  # noqa: E402
 from fipstop.probes.ring import TapRecord, TapResult  # noqa: E402
-from fipstop.sources import SampleListSource  # noqa: E402
+from fipstop.sources.samples import SampleListSource  # noqa: E402
 from fipstop.views.app import FipsTopApp  # noqa: E402
 
 SIZES = [(80, 24), (200, 60)]

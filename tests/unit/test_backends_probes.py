@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from fipstop.backends import BackendsProbe, BackendsSample, derive_backends, format_text, rate, view_to_json
 from fipstop.config import BackendsConfig, ConfigError, find_config, load_config, parse_config
+from fipstop.model.backends import derive_backends, rate
+from fipstop.outputs.jsondoc import backends_json as view_to_json
+from fipstop.outputs.text import format_backends as format_text
 from fipstop.probes import audit, netlink, unixsock
+from fipstop.probes.backends import BackendsProbe, BackendsSample
 from fipstop.probes.journald import JournaldProbe
 from fipstop.probes.logfiles import LogFileProbe, parse_fdinfo
 from fipstop.probes.netsyslog import NetSyslogProbe, parse_arp_cache, parse_proc_net_udp, parse_snmp
@@ -379,22 +382,23 @@ def test_fd_scan_is_reused_but_never_stale(tmp_path: Path) -> None:
     p = BackendsProbe(cfg, procfs_root=str(proc), diag=lambda: {}, audit_query=lambda: [],
                       dev_log=str(tmp_path / "nolog"))
     assert [r.pid for r in p.sample().files[0].readers] == [300]
-    scanned = p._scan[0]
+    assert p._last_scan is not None
+    scanned = p._last_scan.taken_mono_ns
     p.sample()
-    assert p._scan[0] == scanned  # same processes, within RESCAN_S: not scanned again
+    assert p._last_scan.taken_mono_ns == scanned  # same processes, within RESCAN_S: not scanned again
     # a new process reading the file: the pid set changed, so it shows at once
     make_proc(proc, 301, "tail", {3: (str(auth), 100, 0)})
     assert [r.pid for r in p.sample().files[0].readers] == [300, 301]
-    assert p._scan[0] != scanned
-    scanned = p._scan[0]
+    assert p._last_scan.taken_mono_ns != scanned
+    scanned = p._last_scan.taken_mono_ns
     # pid 300 closes fd 6 and reuses it for another file, within the cached scan
     make_proc(proc, 300, "fail2ban-server", {6: (str(other), 4000, 0)})
     s = p.sample()
-    assert p._scan[0] == scanned
+    assert p._last_scan.taken_mono_ns == scanned
     assert [(r.pid, r.open_now) for r in s.files[0].readers] == [(300, False), (301, True)]
     assert all(r.lag_bytes != 1000 for r in s.files[0].readers)  # never the other file's figures
     p.sample()
-    assert p._scan[0] != scanned  # the mismatch forced a new scan
+    assert p._last_scan.taken_mono_ns != scanned  # the mismatch forced a new scan
 
 
 def test_hostile_names_escaped(tmp_path: Path) -> None:
@@ -410,10 +414,10 @@ def test_hostile_names_escaped(tmp_path: Path) -> None:
 
 def test_samples_survive_the_recording_codec() -> None:
     """A recording stores raw samples: replay re-derives the same view."""
-    from fipstop import auxcodec
-    from fipstop.backends import fixture_samples
+    from fipstop.fixtures import backend_samples
+    from fipstop.recording import auxcodec
 
-    a, b = fixture_samples(2)
+    a, b = backend_samples(2)
     a2, b2 = auxcodec.loads(auxcodec.dumps(a)), auxcodec.loads(auxcodec.dumps(b))
     assert (a2, b2) == (a, b)
     assert view_to_json(derive_backends(a2, b2)) == view_to_json(derive_backends(a, b))

@@ -63,7 +63,11 @@ def test_history_then_new_bans_with_time_to_ban(tmp_path):
     assert e.ban_ns == (now - 100) * 10**9  # history: timeofban
     assert e.time_to_ban_ns == 3_500_000_000
     assert s1.active == 1
+    assert e.expires_ns == (now - 100 + 600) * 10**9 and not e.permanent  # timeofban + bantime
     os.chmod(db, 0o644)
+    add_ban(db, "10.0.0.9", now - 50, "{}", bantime=-1, jail="recidive")  # for ever
+    (perm,) = p.sample().events
+    assert perm.permanent and perm.expires_ns is None
     t_first = time.time() - 2.0
     add_ban(db, "10.0.0.2", int(time.time()), json.dumps({"matches": [bind_line(t_first, "10.0.0.2"),
                                                                        bind_line(t_first + 1, "10.0.0.2")]}))
@@ -71,8 +75,14 @@ def test_history_then_new_bans_with_time_to_ban(tmp_path):
     (e2,) = s2.events
     assert e2.ip == "10.0.0.2" and e2.hits == 2
     assert 1.5e9 < e2.time_to_ban_ns < 5e9  # observed now, first line ~2 s ago
-    assert s2.active == 2 and s2.records_seen == 2
+    assert s2.active == 3 and s2.records_seen == 3
     assert p.sample().events == ()
+    con = sqlite3.connect(db)  # fail2ban-client set named-refused unbanip 10.0.0.2
+    con.execute("DELETE FROM bips WHERE ip = '10.0.0.2'")
+    con.commit()
+    con.close()
+    (un,) = p.sample().events
+    assert (un.kind, un.ip, un.jail, un.source) == ("unban", "10.0.0.2", "named-refused", "fail2ban")
 
 
 def test_hostile_rows_are_counted_not_raised(tmp_path):

@@ -1,12 +1,14 @@
-"""derive_bans: rates, active bans, per-jail counts, feed and time-to-ban histogram (pure)."""
+"""derive_bans: rates, active bans, per-jail counts, feed and time-to-ban histogram (pure),
+and the fold a stream of frames carries (ModelStep)."""
 
 from __future__ import annotations
 
+from fipstop import fixtures
 from fipstop.bans import BanEvent
-from fipstop.banmodel import (FEED_MAX, TTB_EDGES_NS, BanHistory, bans_from_aux, derive_bans,
-                              ttb_bucket, ttb_percentile_ns)
+from fipstop.model.bans import FEED_MAX, TTB_EDGES_NS, derive_bans, ttb_bucket, ttb_percentile_ns
+from fipstop.model.raw import ProbeFailure, RawFrame
+from fipstop.model.snapshot import ModelStep
 from fipstop.probes.bans import BansSample
-from fipstop.sources import ProbeFailure
 
 S = 1_000_000_000
 
@@ -65,29 +67,31 @@ def test_two_sources_side_by_side_and_feed_bounded():
     assert st.bans_total == FEED_MAX + 51
 
 
+def frame(t_s: float, aux: dict) -> RawFrame:
+    return RawFrame(fixtures.raw_sample(t_s, []), aux)
+
+
 def test_probe_failure_keeps_figures_and_reason():
-    st = derive_bans(None, [sample(1, [ev("10.0.0.1")])])
-    st2 = bans_from_aux(st, {"bans": ProbeFailure("bans", "boom")})
-    s = st2.source("fipstop-ips")
+    step = ModelStep()
+    step(frame(1, {"bans": sample(1, [ev("10.0.0.1")])}))
+    s = step(frame(2, {"bans": ProbeFailure("bans", "boom")})).snapshot.bans.source("fipstop-ips")
     assert s.unavailable == "boom" and s.bans_total == 1 and s.bans_per_s == 0
-    assert bans_from_aux(None, {}) is None
+    assert ModelStep()(frame(1, {})).snapshot.bans is None  # no ban source at all
 
 
-def test_history_folds_and_forgets():
-    h = BanHistory()
-    h.add(1, {"bans": sample(1, [ev("10.0.0.1")])})
-    h.add(2, {})  # a frame without ban sources: the figures stay, rates drop to 0
-    h.add(3, {"bans": sample(2, [ev("10.0.0.2")])}, oldest=2)
-    assert h.get(1) is None  # forgotten with the frame
-    assert h.get(2).bans_total == 1 and h.get(2).bans_per_s == 0
-    assert h.get(3).bans_total == 2 and h.latest is h.get(3)
-    assert h.get(3).active_keys  # only the newest keeps the active map
+def test_step_folds_frames():
+    step = ModelStep()
+    first = step(frame(1, {"bans": sample(1, [ev("10.0.0.1")])})).snapshot.bans
+    quiet = step(frame(2, {})).snapshot.bans  # a frame without ban sources: the figures stay, rates drop to 0
+    third = step(frame(3, {"bans": sample(3, [ev("10.0.0.2")])})).snapshot.bans
+    assert first.bans_total == 1 and first.new_events == (ev("10.0.0.1"),)
+    assert quiet.bans_total == 1 and quiet.bans_per_s == 0 and not quiet.new_events
+    assert third.bans_total == 2 and third.active == 2
+    assert not third.active_keys  # the step keeps the active map; a snapshot does not
 
 
-def test_history_clear_starts_over():
-    h = BanHistory()
-    h.add(1, {"bans": sample(1, [ev("10.0.0.1")])})
-    h.clear()
-    assert h.latest is None and h.get(1) is None
-    h.add(2, {"bans": sample(2, [ev("10.0.0.2")])})
-    assert h.get(2).bans_total == 1
+def test_step_reset_starts_over():
+    step = ModelStep()
+    step(frame(1, {"bans": sample(1, [ev("10.0.0.1")])}))
+    step.reset()  # a replay's seek
+    assert step(frame(2, {"bans": sample(2, [ev("10.0.0.2")])})).snapshot.bans.bans_total == 1

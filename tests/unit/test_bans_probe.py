@@ -81,3 +81,37 @@ def test_recreated_domain_starts_over(shm):
         s = p.sample()
         assert [e.ip for e in s.events] == ["10.0.0.2"] and s.missed_records == 0
         p.close()
+
+
+def test_finds_the_bans_domain_without_being_told(shm):
+    """Plain `fipstop` beside `fipstop demo` (issue 16, item 7): the demo's NAME-bans is followed."""
+    from fipstop.bans import BANS_AUTO
+
+    p = BansProbe(shm, BANS_AUTO)
+    s = p.sample()
+    assert s.unavailable and "fips-bans or NAME-bans" in s.unavailable
+    with Domain("demo-bans", shm, max_record=1024, ring_capacity=1 << 16) as d, Producer(d) as prod:
+        prod.log(ban(1))
+        s = p.sample()
+        assert not s.unavailable and p.domain == "demo-bans" and [e.ip for e in s.events] == ["10.0.0.1"]
+    p.close()
+
+
+def test_the_ips_tally_gives_exact_totals_when_events_are_missed(shm):
+    """Item 1: the IPS's own counters ride along in the domain; the probe keeps the newest."""
+    from fipstop.bans import IpsTally, encode_tally
+    from fipstop.model.bans import derive_bans
+
+    t = IpsTally("fipstop-ips", 1, 10, 20, bans=65536, unbans=0, active=65536, failed=0, published=65536,
+                 dropped=0, ttb_count=65536, ttb_p50_ns=2_450_000_000, ttb_p90_ns=4_190_000_000,
+                 ttb_p99_ns=4_800_000_000, ttb_max_ns=5_000_000_000, jails=(("named-refused", 65536, 65536, 0),))
+    with Domain("fips-bans", shm, max_record=1024, ring_capacity=1 << 16) as d, Producer(d) as prod:
+        prod.log(ban(1))
+        prod.log(encode_tally(t))
+        p = BansProbe(shm)
+        s = p.sample()
+        p.close()
+    assert s.ips == t and len(s.events) == 1 and s.bad_records == 0
+    st = derive_bans(None, [s]).source("fipstop-ips")
+    assert st is not None and st.exact
+    assert (st.bans_total, st.active, st.ttb_p50_ns, st.ttb_p90_ns) == (65536, 65536, 2_450_000_000, 4_190_000_000)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from fipstop.bench import bind
-from fipstop.bench.bind import Run
+from fipstop.bench.bind import dns, report
+from fipstop.bench.bind.modes import ALL_MODES, BindConfig, Run
+from fipstop.bench.bind.run import Bench
 
 DNSPERF_OUT = """\
 DNS Performance Testing Tool
@@ -39,7 +40,7 @@ Statistics:
 
 
 def test_parse_dnsperf() -> None:
-    r = bind.parse_dnsperf(DNSPERF_OUT)
+    r = dns.parse_dnsperf(DNSPERF_OUT)
     assert r is not None
     assert r["queries_sent"] == 218934
     assert r["queries_completed"] == 218900
@@ -51,12 +52,12 @@ def test_parse_dnsperf() -> None:
 
 
 def test_parse_dnsperf_rejects_a_failed_run() -> None:
-    assert bind.parse_dnsperf("[Fatal] invalid port\n") is None
+    assert dns.parse_dnsperf("[Fatal] invalid port\n") is None
 
 
-@pytest.mark.parametrize("mode", bind.ALL_MODES)
+@pytest.mark.parametrize("mode", ALL_MODES)
 def test_named_conf_differs_only_in_query_logging(mode: str, tmp_path: Path) -> None:
-    conf = bind.named_conf(mode, tmp_path, 15353, tmp_path / "z.zone")
+    conf = dns.named_conf(mode, tmp_path, 15353, tmp_path / "z.zone")
     assert "listen-on port 15353 { 127.0.0.1; };" in conf
     assert "listen-on-v6 { none; };" in conf
     assert "recursion no;" in conf
@@ -66,6 +67,11 @@ def test_named_conf_differs_only_in_query_logging(mode: str, tmp_path: Path) -> 
     assert q is not None
     if mode == "none":
         assert "querylog no;" in conf and q.group(1) == "null"
+        assert "dnstap" not in conf
+    elif mode == "dnstap":
+        assert "querylog no;" in conf and q.group(1) == "null"
+        assert "dnstap { auth query; };" in conf
+        assert f'dnstap-output unix "{tmp_path}/dnstap.sock";' in conf
     elif mode == "file":
         assert "querylog yes;" in conf and q.group(1) == "qfile"
         assert f'file "{tmp_path}/queries.log"' in conf
@@ -75,7 +81,7 @@ def test_named_conf_differs_only_in_query_logging(mode: str, tmp_path: Path) -> 
 
 
 def test_queries_file_has_nxdomain_names(tmp_path: Path) -> None:
-    info = bind.write_queries(tmp_path / "q.txt", n=100)
+    info = dns.write_queries(tmp_path / "q.txt", n=100)
     lines = (tmp_path / "q.txt").read_text().splitlines()
     assert len(lines) == 100 == info["lines"]
     nx = [ln for ln in lines if ln.startswith("nx")]
@@ -95,7 +101,7 @@ def test_summary_ratios_pair_rounds_and_skip_disturbed() -> None:
         _run("none", 1, 10000.0, disturbed=True), _run("fips", 1, 9000.0),
         _run("none", 2, 22000.0), _run("fips", 2, 22000.0),
     ]
-    res = {r["mode"]: r for r in bind.summarize(("none", "fips"), runs)}
+    res = {r["mode"]: r for r in report.summarize(("none", "fips"), runs)}
     f = res["fips"]
     assert f["status"] == "ok"
     assert f["ratio_by_round"] == [0.95, 0.9, 1.0]
@@ -107,7 +113,7 @@ def test_summary_ratios_pair_rounds_and_skip_disturbed() -> None:
 
 def test_summary_reports_a_failed_mode() -> None:
     runs = [_run("none", 0, 20000.0), Run(mode="syslog", round=0, status="skipped", reason="no rsyslogd")]
-    res = {r["mode"]: r for r in bind.summarize(("none", "syslog"), runs)}
+    res = {r["mode"]: r for r in report.summarize(("none", "syslog"), runs)}
     assert res["syslog"]["status"] == "skipped"
     assert res["syslog"]["skip_reason"] == "no rsyslogd"
     assert res["syslog"]["qps"] is None
@@ -121,7 +127,7 @@ def test_targets() -> None:
              ring={"records_committed": 195000, "records_dropped": 0}, consumer={"lost": 0}),
         _run("fips_nocons", 0, 18000.0, ring=ring_ok, ring_load=ring_ok),
     ]
-    ts = {t["name"]: t for t in bind.targets(bind.summarize(("none", "fips", "fips_nocons"), runs))}
+    ts = {t["name"]: t for t in report.targets(report.summarize(("none", "fips", "fips_nocons"), runs))}
     assert ts["fips_with_consumer_qps_vs_none"]["pass"] is True
     assert ts["fips_with_consumer_qps_vs_none"]["measured"] == pytest.approx(0.975)
     assert ts["fips_with_consumer_logged_vs_answered"]["pass"] is True
@@ -132,10 +138,10 @@ def test_targets() -> None:
 
 def test_ratio_to_the_no_op_syslog_floor() -> None:
     runs = [_run("none", 0, 20000.0), _run("null_syslog", 0, 16000.0), _run("fips", 0, 15200.0)]
-    res = {r["mode"]: r for r in bind.summarize(("none", "null_syslog", "fips"), runs)}
+    res = {r["mode"]: r for r in report.summarize(("none", "null_syslog", "fips"), runs)}
     assert res["fips"]["ratio_to_none"] == pytest.approx(0.76)
     assert res["fips"]["ratio_to_null_syslog"] == pytest.approx(0.95)
-    ts = {t["name"]: t for t in bind.targets(list(res.values()))}
+    ts = {t["name"]: t for t in report.targets(list(res.values()))}
     t = ts["fips_with_consumer_qps_vs_null_syslog"]
     assert t["measured"] == pytest.approx(0.95) and t["pass"] is None and t["target"] == "informational"
     floor = ts["null_syslog_qps_vs_none"]
@@ -143,17 +149,17 @@ def test_ratio_to_the_no_op_syslog_floor() -> None:
 
 
 def test_targets_without_fips_runs_are_not_applicable() -> None:
-    ts = bind.targets(bind.summarize(("none",), [_run("none", 0, 1.0)]))
+    ts = report.targets(report.summarize(("none",), [_run("none", 0, 1.0)]))
     assert all(t["pass"] is None and t["measured"] is None for t in ts)
 
 
 def test_unknown_mode_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown mode"):
-        bind.Bench(argparse.Namespace(modes="none,bogus", shm_dir=str(tmp_path)))
+        Bench(BindConfig(modes=("none", "bogus"), shm_dir=str(tmp_path)))
 
 
 def test_cli_wires_bench_bind() -> None:
-    from fipstop.bench import cli
+    from fipstop.commands import bench as cli
 
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd")

@@ -7,14 +7,15 @@ was skipped.  Targets are reported, never asserted.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
 
 import pytest
 
-from fipstop.bench import ring
+from fipstop.bench.results import Output
+from fipstop.bench.ring import children, monitors, report, spec
+from fipstop.bench.ring.run import main as run_bench
 
 NUMBERS = ("records_per_s", "attempted_per_s", "ns_per_record_p50", "ns_per_record_p99", "drops")
 
@@ -29,11 +30,11 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
     shm = tmp / "shm"
     shm.mkdir()
     out = tmp / "ring.json"
-    args = argparse.Namespace(json=False, quick=True, out=str(out), shm_dir=str(shm), duration=0.05)
+    config = spec.RingConfig(Output(out=str(out), command="test"), quick=True, shm_dir=str(shm), duration=0.05)
     mp = pytest.MonkeyPatch()
-    mp.setenv(ring.ENV_DURATION, "0.05")
+    mp.setenv(spec.ENV_DURATION, "0.05")
     try:
-        rc = ring.main(args)
+        rc = run_bench(config)
     finally:
         mp.undo()
     assert rc == 0
@@ -46,7 +47,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
 def test_top_level_schema(tiny_run: tuple[dict, str]) -> None:
     doc, _ = tiny_run
     assert doc["bench"] == "ring"
-    assert doc["schema"] == ring.SCHEMA
+    assert doc["schema"] == spec.SCHEMA
     assert isinstance(doc["command"], str) and doc["command"]
     assert doc["date"].endswith("Z")
     for key in ("hostname", "kernel", "cpu_model", "nproc", "python"):
@@ -61,7 +62,7 @@ def test_top_level_schema(tiny_run: tuple[dict, str]) -> None:
 def test_every_case_reports_numbers_or_a_reason(tiny_run: tuple[dict, str]) -> None:
     doc, _ = tiny_run
     seen = {(r["case"], r["size_bytes"]) for r in doc["results"]}
-    assert seen == {(c, s) for c in ring.CASES for s in ring.SIZES}
+    assert seen == {(c, s) for c in spec.CASES for s in spec.SIZES}
     for r in doc["results"]:
         where = f"{r['case']} {r['size_bytes']} B"
         assert r["status"] in ("ok", "skipped", "error"), where
@@ -78,9 +79,9 @@ def test_every_case_reports_numbers_or_a_reason(tiny_run: tuple[dict, str]) -> N
 def test_ratios_are_consistent(tiny_run: tuple[dict, str]) -> None:
     doc, _ = tiny_run
     by = {(r["case"], r["size_bytes"]): r for r in doc["results"]}
-    for size in ring.SIZES:
+    for size in spec.SIZES:
         fc, none = by[("fips_c", size)], by[("none", size)]
-        for r in (by[(c, size)] for c in ring.CASES):
+        for r in (by[(c, size)] for c in spec.CASES):
             if r["status"] != "ok":
                 continue
             if fc["status"] == "ok":
@@ -92,12 +93,13 @@ def test_ratios_are_consistent(tiny_run: tuple[dict, str]) -> None:
 def test_monitor_measurements_and_targets(tiny_run: tuple[dict, str]) -> None:
     doc, _ = tiny_run
     names = [m["name"] for m in doc["monitor"]]
-    assert names == ["monitor_snapshot_1024_rings", "monitor_overhead_10hz", "monitor_overhead_isolated"]
+    assert names[:3] == ["monitor_snapshot_1024_rings", "monitor_overhead_10hz", "monitor_overhead_isolated"]
+    assert names[3:] in ([], ["fipsipc_attach_10hz"])  # fipstop on the FIPS paper's prototype, with its cases
     for m in doc["monitor"]:
         assert m["status"] in ("ok", "skipped", "error")
         if m["status"] != "ok":
             assert m["skip_reason"]
-    snap, ab, iso = doc["monitor"]
+    snap, ab, iso = doc["monitor"][:3]
     if iso["status"] == "ok":
         for k in ("10hz", "back_to_back"):
             r = iso[k]
@@ -106,12 +108,15 @@ def test_monitor_measurements_and_targets(tiny_run: tuple[dict, str]) -> None:
             assert lo <= r["ratio_median"] <= hi
     if snap["status"] == "ok" and snap["c"].get("status") == "ok":
         assert _is_num(snap["c"]["us_p50"]) and _is_num(snap["c"]["us_p99"])
-        assert snap["c"]["active_rings"] == ring.SNAP_RINGS
+        assert snap["c"]["active_rings"] == spec.SNAP_RINGS
     if ab["status"] == "ok":
         assert len(ab["pair_ratios"]) == ab["pairs"]
         assert _is_num(ab["ratio_median"])
     ids = {t["id"] for t in doc["targets"]}
-    assert ids == {
+    proto = {f"{lib}_vs_fipsipc_batch_{z}" for lib in ("fips_c", "fips_c_batch") for z in (64, 128)}
+    issue21 = {f"{t}_{z}" for t in ("delivered_vs_boost", "producer_ns_vs_boost", "faster_than_lttng")
+               for z in spec.SIZES} | {"keepup_128"}
+    assert ids - proto - issue21 - {"fipsipc_attach_10hz"} == {
         "fips_c_rate",
         "fips_c_vs_syslog",
         "python_log_rate",
@@ -131,23 +136,23 @@ def test_monitor_measurements_and_targets(tiny_run: tuple[dict, str]) -> None:
 
 def test_table_renders(tiny_run: tuple[dict, str]) -> None:
     doc, _ = tiny_run
-    text = ring.render_table(doc)
+    text = report.render_table(doc)
     lines = text.splitlines()
     assert lines[0].split()[:3] == ["case", "size", "rec/s"]
-    assert "targets (issue #2):" in text
+    assert "targets (issue #2, issue 21):" in text
     # one table row per (case, size)
-    rows = [ln for ln in lines[2:] if ln.split() and ln.split()[0] in ring.CASES]
-    assert len(rows) == len(ring.CASES) * len(ring.SIZES)
+    rows = [ln for ln in lines[2:] if ln.split() and ln.split()[0] in spec.CASES]
+    assert len(rows) == len(spec.CASES) * len(spec.SIZES)
 
 
 def test_targets_pure() -> None:
     ok = dict(status="ok", ns_per_record_p50=1.0, ns_per_record_p99=2.0, drops=0)
-    results = ring._add_ratios(
+    results = report.add_ratios(
         [
-            ring.CaseResult(case="none", size_bytes=128, records_per_s=40e6, **ok),
-            ring.CaseResult(case="fips_c", size_bytes=128, records_per_s=25e6, **ok),
-            ring.CaseResult(case="syslog", size_bytes=128, records_per_s=0.25e6, **ok),
-            ring.CaseResult(case="fips_python", size_bytes=128, status="skipped", skip_reason="no binding"),
+            spec.CaseResult(case="none", size_bytes=128, records_per_s=40e6, **ok),
+            spec.CaseResult(case="fips_c", size_bytes=128, records_per_s=25e6, **ok),
+            spec.CaseResult(case="syslog", size_bytes=128, records_per_s=0.25e6, **ok),
+            spec.CaseResult(case="fips_python", size_bytes=128, status="skipped", skip_reason="no binding"),
         ]
     )
     by = {r.case: r for r in results}
@@ -159,7 +164,7 @@ def test_targets_pure() -> None:
         "python": {"status": "skipped", "skip_reason": "x"},
     }
     ab = {"status": "ok", "change_pct": -0.4}
-    t = {x.id: x for x in ring._targets(results, snap, ab)}
+    t = {x.id: x for x in report.targets(results, snap, ab)}
     assert t["fips_c_rate"].passed is True
     assert t["fips_c_vs_syslog"].passed is True and t["fips_c_vs_syslog"].measured == pytest.approx(100.0)
     assert t["python_log_rate"].passed is None and "no binding" in t["python_log_rate"].reason
@@ -170,20 +175,101 @@ def test_targets_pure() -> None:
 
 
 def test_record_matches_the_c_harness() -> None:
-    for size in ring.SIZES:
-        rec = ring._record_bytes(size, 0x2A)
+    for size in spec.SIZES:
+        rec = children.record_bytes(size, 0x2A)
         assert len(rec) == size
         assert rec.startswith(b"bench ring seq=000000000000002a ")
         assert rec.endswith(b"x\n")
 
 
-def test_missing_source_tree_is_a_reason(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(ring, "HARNESS_SRC", tmp_path / "nope.c")
-    binary, why, _ = ring.build_harness(tmp_path)
+def test_missing_source_is_a_reason(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(children, "HARNESS_SRC", tmp_path / "nope.c")
+    binary, why, _ = children.build_harness(tmp_path)
     assert binary is None and "not found" in why
 
 
 def test_median_ci_brackets_the_median() -> None:
-    med, lo, hi = ring.median_ci([1.0, 0.9, 1.1, 1.05, 0.95, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97, 1.0, 1.0, 1.04, 0.96, 1.0])
+    med, lo, hi = monitors.median_ci([1.0, 0.9, 1.1, 1.05, 0.95, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97, 1.0, 1.0, 1.04, 0.96, 1.0])
     assert lo <= med <= hi and med == 1.0
-    assert ring.median_ci([2.0]) == (2.0, 2.0, 2.0)
+    assert monitors.median_ci([2.0]) == (2.0, 2.0, 2.0)
+
+
+def test_prototype_cases_compare_with_libfips(tiny_run: tuple[dict, str]) -> None:
+    """fipsipc / fipsipc_batch: numbers and the libfips counterpart's ratio, or a one-line reason."""
+    doc, _ = tiny_run
+    by = {(r["case"], r["size_bytes"]): r for r in doc["results"]}
+    for size in spec.SIZES:
+        for case, lib in (("fipsipc", "fips_c"), ("fipsipc_batch", "fips_c_batch")):
+            r, lf = by[(case, size)], by[(lib, size)]
+            if r["status"] == "ok" and lf["status"] == "ok":
+                assert r["libfips_over_case"] == pytest.approx(lf["records_per_s"] / r["records_per_s"])
+                assert r["delivered"] is not None and r["delivered"] <= r["attempted"]
+
+
+def test_prototype_skipped_without_its_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from fipstop.bench.ring.proto import run_fipsipc
+    from fipstop.bench.ring.workspace import Workspace
+
+    monkeypatch.setenv("FIPSIPC_SRC", str(tmp_path / "nowhere"))
+    ws = Workspace(spec.RingConfig(quick=True, shm_dir=str(tmp_path), duration=0.05))
+    try:
+        r = run_fipsipc(ws, "fipsipc", 64)
+    finally:
+        ws.cleanup()
+    assert r.status == "skipped" and "FIPS-IPC source not found" in (r.skip_reason or "")
+    assert "FIPSIPC_SRC" in (r.skip_reason or "")
+
+
+def test_prototype_attach_ab(tiny_run: tuple[dict, str]) -> None:
+    doc, _ = tiny_run
+    att = [m for m in doc["monitor"] if m["name"] == "fipsipc_attach_10hz"]
+    for m in att:
+        if m["status"] == "ok":
+            assert len(m["pair_ratios"]) == m["pairs"] and _is_num(m["ratio_median"])
+            if m["samples"]:
+                assert _is_num(m["sample_us_p50"]) and m["sample_us_p50"] <= m["sample_us_p99"]
+        else:
+            assert m["skip_reason"] and "\n" not in m["skip_reason"]
+
+
+def test_peers_and_regime_in_the_same_run(tiny_run: tuple[dict, str]) -> None:
+    """Issue 21: the peers are cases of the run (numbers or a reason naming the package), every fips_c and
+    peer row carries the cache-line round trip timed just before it, and the run states its regime."""
+    doc, _ = tiny_run
+    by = {(r["case"], r["size_bytes"]): r for r in doc["results"]}
+    for case in spec.PEER_CASES:
+        for size in spec.SIZES:
+            r = by[(case, size)]
+            if r["status"] == "ok":
+                assert _is_num(r["delivered_per_s"]) and r["delivered"] + r["drops"] >= r["attempted"] * 0.999
+            else:
+                assert r["skip_reason"]
+    g = doc["regime"]
+    assert g["status"] in ("ok", "skipped")
+    if g["status"] == "ok":
+        assert g["round_trip_ns_min"] <= g["round_trip_ns_median"] <= g["round_trip_ns_max"]
+        assert g["runs_fast"] + g["runs_slow"] >= len(doc["results"]) - sum(
+            1 for r in doc["results"] if r["status"] == "skipped")
+        assert by[("fips_c", 128)]["regime"] in ("fast", "slow")
+    assert doc["keepup"] == []  # tiny mode: no keep-up search
+
+
+def test_keepup_search_bisects_to_the_boundary() -> None:
+    """keepup.search against a consumer that keeps up below 7 M/s: the found rate passes, a failing one is
+    within a bisection step above it, and every probe is listed."""
+    from fipstop.bench.ring import keepup
+
+    def probe(rate: float) -> tuple[spec.CaseResult, dict]:
+        n = int(rate)
+        ok = rate < 7e6
+        return (spec.CaseResult("fips_c", 128, "ok", attempted=n, delivered=n if ok else n // 2,
+                                drops=0 if ok else n - n // 2, attempted_per_s=rate), {"round_trip_ns": 150.0,
+                                                                                        "regime": "fast"})
+
+    k = keepup.search("fips_c", 128, 40e6, probe, steps=8)
+    assert k["status"] == "ok" and len(k["probes"]) == 8
+    assert k["max_rate_asked"] < 7e6 <= k["lowest_failing_rate"]
+    assert k["lowest_failing_rate"] / k["max_rate_asked"] < 1.6
+    assert keepup.search("fips_c", 128, None, probe)["status"] == "skipped"
+    # kept up unpaced: one probe
+    assert len(keepup.search("fips_c", 128, 1e6, probe)["probes"]) == 1

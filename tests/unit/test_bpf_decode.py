@@ -4,9 +4,11 @@ no root."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from fipstop.probes.bpf import (
+from fipstop.probes.bpf_decode import (
     PREEMPTED_FRAME,
     WOKEN_FRAME,
     FutexRow,
@@ -17,10 +19,10 @@ from fipstop.probes.bpf import (
     clean_user_frames,
     combine_user,
     looks_like_call,
-    text_ranges,
     lost_frame,
     merge_frames,
     region_of,
+    text_ranges,
 )
 from fipstop.probes.bpf_program import ERRORS, OFF_SAMPLE, program_text
 from fipstop.probes.stacks import folded_lines
@@ -118,31 +120,29 @@ def test_region_of() -> None:
     assert region_of(0x1, maps) == ""
 
 
-def test_program_text_bakes_in_the_target_and_limits() -> None:
-    text = program_text(4242, min_ns=1000, stacks=1024, threads=512, keys=2048)
-    assert "#define TGID 4242" in text
+def test_program_text_reads_the_target_from_a_map_and_bakes_in_the_limits() -> None:
+    text = program_text(min_ns=1000, stacks=1024, threads=512, keys=2048)
+    # the target is a map entry (one compile serves any pid), and an unset one matches nobody, not tgid 0
+    assert "#define TGID target_tgid()" in text and "BPF_ARRAY(target, u32, 1);" in text
+    assert "(t && *t) ? *t : 0xffffffffu" in text
     assert "#define MIN_NS 1000ULL" in text
     assert "BPF_TABLE(\"stacktrace\", int, struct stack_t, stacks, 1024)" in text
     assert "BPF_HASH(offcpu, struct key_t, u64, 2048)" in text
     for e in ERRORS:
         assert f"ERR_{e}" in text
-    assert "__" + "TGID__" not in text
+    assert not re.search(r"__[A-Z_]+__", text)  # every placeholder filled in
     # only tracepoints and a perf event handler: no kprobes, no uprobes, and
     # no per-syscall tracepoints (a contended producer makes ~10^5 futex calls/s)
     assert "kprobe" not in text.lower() and "uprobe" not in text.lower()
     assert "TRACEPOINT_PROBE(sched, sched_switch)" in text and "TRACEPOINT_PROBE(sched, sched_waking)" in text
     assert "syscalls" not in text
     assert f"#define OFF_SAMPLE {OFF_SAMPLE}\n" in text
-    assert "#define OFF_SAMPLE 1\n" in program_text(4242, min_ns=0, stacks=1, threads=1, keys=1, off_sample=1)
+    assert "#define OFF_SAMPLE 1\n" in program_text(min_ns=0, stacks=1, threads=1, keys=1, off_sample=1)
+    sized = program_text(min_ns=0, stacks=1024, ustacks=65536, threads=1, keys=1)
+    assert "struct ustack_t, ustacks, 65536)" in sized and "struct stack_t, stacks, 1024)" in sized
     for bad in (0, 3, -2):
         with pytest.raises(ValueError, match="power of two"):
-            program_text(4242, min_ns=0, stacks=1, threads=1, keys=1, off_sample=bad)
-    try:
-        program_text(0, min_ns=0, stacks=1, threads=1, keys=1)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("tgid 0 accepted")
+            program_text(min_ns=0, stacks=1, threads=1, keys=1, off_sample=bad)
 
 
 def test_looks_like_call() -> None:

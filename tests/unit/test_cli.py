@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -35,7 +36,7 @@ def _fake_command(monkeypatch: pytest.MonkeyPatch, run) -> None:
         p = subparsers.add_parser("boom", help="fake command for tests")
         p.set_defaults(func=run)
 
-    mod.register = register
+    setattr(mod, "register", register)  # noqa: B010 - a module made at run time
     monkeypatch.setitem(sys.modules, mod.__name__, mod)
     monkeypatch.setattr(cli, "COMMANDS", [mod.__name__])
 
@@ -140,3 +141,34 @@ def test_top_level_probes_and_views_are_not_importable() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr + proc.stdout
+
+
+def _parsers(parser: argparse.ArgumentParser, path: str = "fipstop") -> list[tuple[str, argparse.ArgumentParser]]:
+    out = [(path, parser)]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out += _parsers(sub, f"{path} {name}")
+    return out
+
+
+def test_every_command_has_a_help_that_formats() -> None:
+    """--help of every subcommand, bench ones included (a stray % in a help
+    string only fails when the help is printed)."""
+    parsers = _parsers(cli.build_parser())
+    names = {p for p, _ in parsers}
+    assert {"fipstop check", "fipstop bench ring", "fipstop ips", "fipstop replay"} <= names
+    for path, parser in parsers:
+        assert parser.format_help().startswith(f"usage: {path}"), path
+
+
+def test_every_command_has_help_and_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--help`` and ``--version`` of every (sub)command exit 0 and print what they say."""
+    from fipstop import __version__
+
+    for path, _ in _parsers(cli.build_parser()):
+        argv = path.split()[1:]
+        assert cli.main([*argv, "--help"]) == 0, path
+        assert capsys.readouterr().out.startswith(f"usage: {path}"), path
+        assert cli.main([*argv, "--version"]) == 0, path
+        assert capsys.readouterr().out.strip().endswith(__version__), path

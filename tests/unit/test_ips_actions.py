@@ -74,7 +74,7 @@ def wait_for(cond, timeout=5.0):
 
 
 def trig(ip="10.0.0.1"):
-    return ("named-refused", ip, NOW - 5_000_000, NOW - 1_000_000, 5)
+    return ("named-refused", ip, NOW - 5_000_000, NOW - 1_000_000, 5, None)
 
 
 @pytest.fixture(autouse=True)
@@ -221,3 +221,45 @@ def test_stats_file_roundtrip(tmp_path: Path) -> None:
     path.write_text('{"v": 99}')
     with pytest.raises(ValueError):
         read_stats(path)
+
+
+def test_nft_falls_back_to_the_binary_with_a_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No libnftables: auto forks nft -f and says why (the IPS logs it once); lib refuses to start."""
+    from fipstop.ips import actions
+
+    def missing() -> None:
+        raise OSError("libnftables.so.1: cannot open shared object file")
+
+    monkeypatch.setattr(actions, "LibNft", missing)
+    n = Nft("inet:fipstop:banned")
+    assert n.backend == "nft -f" and "libnftables not usable" in n.fallback and "cannot open" in n.fallback
+    with pytest.raises(FipsError, match="libnftables"):
+        Nft("inet:fipstop:banned", backend="lib")
+    nft, log = fake_nft(tmp_path)
+    explicit = Nft("inet:fipstop:banned", nft=nft)  # an explicit binary is exec, and no fallback to explain
+    assert explicit.backend == "nft -f" and explicit.fallback == ""
+    assert explicit.ban([job("10.0.0.9")]) == [OK] and "10.0.0.9 timeout" in log.read_text()
+    with pytest.raises(FipsError):
+        Nft("inet:fipstop:banned", backend="bogus")
+
+
+def test_nft_refuses_a_hostile_address(tmp_path: Path) -> None:
+    """An address goes into an nft script: anything inet_pton rejects raises (the engine turns it into the
+    batch's error result, as ipaddress did), never script text."""
+    nft, log = fake_nft(tmp_path)
+    n = Nft("inet:fipstop:banned", nft=nft)
+    for bad in ("10.0.0.1 } ; flush ruleset ; add element inet t s {", "010.0.0.1", "2001:db8::1%eth0", ""):
+        with pytest.raises(ValueError, match="not an IP address"):
+            n.ban([job(bad)])
+    assert "flush" not in (log.read_text() if log.exists() else "")
+
+
+def test_job_queue_batches_and_stops() -> None:
+    q = ips_run.JobQueue()
+    jobs = [job(f"10.0.0.{i}") for i in range(10)]
+    q.put_many(jobs)
+    q.put(None)
+    q.put(None)
+    assert q.get_batch(4) == jobs[:4] and q.qsize() == 8
+    assert q.get_batch(100) == jobs[4:]  # stops at a stop, leaves it
+    assert q.get_batch(100) is None and q.get_batch(1) is None and q.qsize() == 0

@@ -30,5 +30,13 @@ def test_bench_ips_quick(shm_dir: Path, tmp_path: Path, capsys: pytest.CaptureFi
     assert tb["fipstop"]["bans"] == 512 and tb["fipstop"]["reaction_ms"]["count"] == 512
     assert tb["naive_python"]["attackers"] == 512
     assert [t["name"] for t in doc["targets"]] == ["lines_per_cpu_s_one_core_one_jail",
-                                                    "reaction_p99_ms_512_attackers"]
+                                                    "reaction_p99_ms_512_attackers",
+                                                    "bind_query_rate_vs_previous",
+                                                    "bind_named_refused_nomatch_vs_previous",
+                                                    "dated_file_lines_per_cpu_s"]
+    mv = thr["matcher_vs_previous"]
+    assert len(mv["previous_rev"]) == 40, mv  # built from git in the same run
+    for k in ("bind_query_rate", "bind_named_refused_nomatch", "dated_file_query_rate"):
+        assert mv[k]["previous"]["lines_per_cpu_s"] > 0 and mv[k]["current"]["lines_per_cpu_s"] > 0
+    assert mv["dated_file_query_rate"]["current"]["matched"] > 0  # dates are cut out: dated lines match
     assert list(shm_dir.iterdir()) == []  # the bench removed its domains

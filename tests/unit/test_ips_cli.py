@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fipstop import _fips
-from fipstop.bans import decode
+from fipstop.bans import BanEvent, decode_record
 from fipstop.cli import main
 from fipstop.ips.stats import read_stats
 
@@ -59,7 +59,7 @@ def read_bans(shm: Path, name: str = "fips-bans") -> list:
     with _fips.Domain(name, shm, create=False) as d, _fips.Consumer(d, "test") as c:
         out = []
         while (b := c.read()) is not None:
-            out += [decode(r) for r in b]
+            out += [e for r in b if isinstance(e := decode_record(r), BanEvent)]  # tallies are no events
             b.release()
         return out
 
@@ -89,6 +89,42 @@ def test_bans_from_a_domain(shm_dir: Path, tmp_path: Path) -> None:
                                                    ("unban", "10.0.0.1"), ("unban", "2001:db8::7")]
     assert all(e.jail == "named-refused" and e.hits == 3 and e.first_ns <= e.trigger_ns <= e.ban_ns for e in evs)
     assert "ban 10.0.0.1 jail=named-refused hits=3" in err
+
+
+def test_a_session_filter_on_dated_and_shim_records(shm_dir: Path, tmp_path: Path) -> None:
+    """A Fail2Ban filter with <F-MLFID> sessions, <F-NOFAIL> and <F-USER> on a live domain whose
+    records come with and without dates: the session gives its address to a later failure, the
+    <F-NOFAIL> line is no failure, the ban event carries the user."""
+    d = tmp_path / "filter.d"
+    d.mkdir()
+    (d / "authd.conf").write_text(
+        "[Definition]\nprefregex = ^<F-MLFID>\\s*\\S+ authd\\[\\d+\\]: </F-MLFID><F-CONTENT>.+</F-CONTENT>$\n"
+        "failregex = ^<F-NOFAIL>connect from <HOST></F-NOFAIL>$\n"
+        "            ^bad password for <F-USER>\\S+</F-USER>$\n"
+        "datepattern = {^LN-BEG}\n")
+    stats = tmp_path / "stats.json"
+    with _fips.Domain("app", shm_dir, ring_capacity=1 << 16, max_record=512) as dom:
+        p = _fips.Producer(dom)
+        proc = ips_proc(shm_dir, "--domain", "app", "--consumer", "ips", "--filter-dir", str(d), "--filter", "authd",
+                        "--maxretry", "2", "--stats-json", str(stats), "--duration", "30")
+        wait_registered(shm_dir, "app", "ips", proc)
+        p.log(b"Feb 25 14:34:10 host authd[7]: connect from 10.0.0.7")  # dated (a forwarded line)
+        p.log(b"<38>authd[8]: connect from 10.0.0.8")  # libfips_syslog.so: no date, no host
+        p.log(b"Feb 25 14:34:11 host authd[7]: bad password for root")
+        p.log(b"<38>authd[8]: bad password for eve")
+        p.log(b"<38>authd[8]: bad password for eve")
+        p.log(b"Feb 25 14:34:12 host authd[7]: bad password for root")
+        wait_until(lambda: stats_ok(stats, lambda s: s.bans == 2 and s.records == 6))
+        proc.terminate()
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    s = read_stats(stats)
+    assert (s.matched, s.nofail, s.dated) == (4, 2, 3), s
+    assert s.jails["authd"].failregex_hits == (2, 4)
+    evs = {e.ip: e for e in read_bans(shm_dir) if e.kind == "ban"}
+    assert set(evs) == {"10.0.0.7", "10.0.0.8"}
+    assert evs["10.0.0.7"].data == (("user", "root"),) and evs["10.0.0.8"].data == (("user", "eve"),)
+    assert "ban 10.0.0.8 jail=authd hits=2" in err and "user=eve" in err
 
 
 def test_stats_to_stdout_and_command_action(shm_dir: Path, tmp_path: Path) -> None:
@@ -135,7 +171,20 @@ def test_bad_regex_in_config(shm_dir: Path, tmp_path: Path, capsys: pytest.Captu
     cfg.write_text("[broken]\nfailregex = ^(unclosed <HOST>\n")
     assert main(["--shm-dir", str(shm_dir), "ips", "--config", str(cfg)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("fipstop: jail broken: bad regex") and err.count("\n") == 1
+    assert err.startswith("fipstop: filter broken: failregex 1: Python's re rejects it: missing ), unterminated "
+                          "subpattern (in '^(unclosed <HOST>')") and err.count("\n") == 1, err
+
+
+def test_non_utf8_filter_and_config_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    d = tmp_path / "filter.d"
+    d.mkdir()
+    (d / "b.conf").write_bytes(b"[Definition]\nfailregex = ^a \xff <HOST>\n")
+    (tmp_path / "j.ini").write_bytes(b"[x]\nfailregex = ^a \xff <HOST>\n")
+    (tmp_path / "log").write_bytes(b"")
+    for argv in (["--filter-dir", str(d), "--filter", "b"], ["--config", str(tmp_path / "j.ini")]):
+        assert main(["ips", "--check", str(tmp_path / "log"), *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is not UTF-8 (byte 0xff" in err, err
 
 
 def test_usage_errors() -> None:
@@ -145,13 +194,53 @@ def test_usage_errors() -> None:
 
 def test_check_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     f = tmp_path / "lines"
-    f.write_bytes(denied("10.0.0.1") + b"\n" + denied("10.0.0.1")[len("<30>named[7]: "):] + b"\n"
-                  + denied("bad.host") + b"\n\x1b[31mjunk\n")
-    assert main(["ips", "--check", str(f), "--maxretry", "2"]) == 0
+    f.write_bytes(denied("10.0.0.1") + b"\n" + b"Nov 30 12:00:01 ns1 " + denied("10.0.0.1")[len("<30>"):] + b"\n"
+                  + denied("bad.host") + b"\n\x1b[31mjunk\xff\n# a comment\n")
+    assert main(["ips", "--check", str(f), "--maxretry", "2", "--print-missed"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[:3] == [
-        "4 lines",
-        "jail named-refused: 2 matched, 0 ignored (ignoreregex), 1 not an IP, 1 not matched; 1 addresses, "
-        "1 at or above maxretry 2",
-        "         2  10.0.0.1"]
+    lines = out.splitlines()
+    assert lines[0] == "4 lines"
+    assert "  Failregex: 3 total" in lines and "  |   1) [3] ^(?:view (?:internal|external): )?query(?: \\(cache\\))?" in lines
+    assert "  Lines: 4 lines, 0 ignored, 3 matched, 1 missed" in lines
+    assert "  |  matched: 2 with an address, 1 with a DNS name (not resolved, by design), 0 with a host that is not " \
+           "an address" in lines
+    assert "  |         2  10.0.0.1" in lines and "  |         1  bad.host" in lines
+    assert "  Date template hits: 1 of 4 lines" in lines
+    assert "  |  \\x1b[31mjunk\ufffd" in lines  # attacker text escaped, never raw ESC
+    assert "\x1b" not in out
     assert main(["ips", "--check", str(tmp_path / "missing")]) == 2
+
+
+def test_check_with_a_real_filter_and_options(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    d = tmp_path / "filter.d"
+    d.mkdir()
+    (d / "demo.conf").write_text(
+        "[Definition]\nprefregex = ^<F-MLFID>\\s*\\S+ demo\\[\\d+\\]: </F-MLFID><F-CONTENT>.+</F-CONTENT>$\n"
+        "failregex = ^bad password for <F-USER>\\S+</F-USER> from <HOST>$\n"
+        "            <mode-<mode>>\n"
+        "            ^<F-NOFAIL>connect from <HOST></F-NOFAIL>$\n"
+        "            ^gave up$\n"
+        "mode-normal =\nmode-strict = ^probe from <HOST>$\n"
+        "ignoreregex = for admin\nmode = normal\n")
+    f = tmp_path / "log"
+    f.write_text("Feb 25 14:34:10 host demo[1]: bad password for root from 10.0.0.1\n"
+                 "Feb 25 14:34:20 host demo[1]: bad password for bob from 10.0.0.1\n"
+                 "Feb 25 14:34:30 host demo[1]: probe from 10.0.0.2\n"
+                 "Feb 25 14:34:40 host demo[2]: bad password for admin from 10.0.0.3\n"
+                 "Feb 25 14:34:41 host demo[3]: connect from 10.0.0.4\n"
+                 "Feb 25 14:34:42 host demo[3]: gave up\n")
+    argv = ["ips", "--check", str(f), "--filter-dir", str(d), "--maxretry", "2", "--print-ignored"]
+    assert main(argv + ["--filter", "demo[mode=strict]"]) == 0
+    out = capsys.readouterr().out
+    assert "jail demo: filter " in out and "[mode=strict]" in out
+    assert "  Lines: 6 lines, 1 ignored, 4 matched, 1 missed" in out
+    assert "  |         2  10.0.0.1  user=bob,root" in out or "  |         2  10.0.0.1  user=root,bob" in out
+    assert "1 would be banned" in out
+    assert "  |  [6] {^LN-BEG}(?:DAY )?MON Day %k:Minute:Second(?:\\.Microseconds)?(?: ExYear)?" in out
+    assert "Ignored line(s): 1" in out and "bad password for admin" in out
+    # a mode the filter does not have: refused in one line, exit 2
+    assert main(argv + ["--filter", "demo[mode=lax]"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'<mode-lax>', a tag no option defines" in err
+
+

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
-import re
 from pathlib import Path
 
 import pytest
 
 from fipstop.errors import FipsError
 from fipstop.ips.filters import NAMED_REFUSED, FilterDef, expand_tags, load_filter
-from fipstop.ips.jails import JailSpec, compile_jail, load_config, parse_nets, select_jails
+from fipstop.ips.jails import JailOptions, JailSpec, compile_jail, load_config, parse_nets, select_jails
 
 F2B_FILTERS = Path("/etc/fail2ban/filter.d")
 
@@ -48,6 +46,7 @@ _user = %(_word)s
 _word = \\w+
 failregex = ^%(__prefix_line)sbad login for %(_user)s from <HOST>$
             ^%(__prefix_line)sprobe from <ADDR> port <F-PORT/>
+            ^%(__prefix_line)sword <_word> from <HOST>
 ignoreregex = for admin
 [Init]
 _word = [a-z]+
@@ -56,10 +55,14 @@ _word = [a-z]+
 
 
 def test_includes_interpolation_and_nested_tags(filter_dir: Path) -> None:
+    """Fail2Ban's rules (checked against fail2ban's own FilterReader on this fixture): [Init]
+    overrides <...> substitution (<_word>), not %(...)s interpolation (%(_user)s -> %(_word)s is
+    [Definition]'s)."""
     f = load_filter("demo", filter_dir)
     assert f.name == "demo" and f.source.endswith("demo.conf")
     prefix = r"\s*(?:\S+\s+)?(?:[\[\(]?demod(?:\(\S+\))?[\]\)]?:?(?:\[\d+\])?:?\s+)?"
-    assert f.failregex == (f"^{prefix}bad login for [a-z]+ from <HOST>$", f"^{prefix}probe from <ADDR> port <F-PORT/>")
+    assert f.failregex == (f"^{prefix}bad login for \\w+ from <HOST>$", f"^{prefix}probe from <ADDR> port <F-PORT/>",
+                           f"^{prefix}word [a-z]+ from <HOST>")
     assert f.ignoreregex == ("for admin",)
     j = compile_jail(JailSpec("demo", f))
     assert j.match(b"host demod[12]: bad login for bob from 10.0.0.1") == ("hit", "10.0.0.1")
@@ -78,14 +81,26 @@ def test_local_override_and_after_include(filter_dir: Path) -> None:
 
 def test_recursive_interpolation_is_an_error(filter_dir: Path) -> None:
     write(filter_dir, "loop.conf", "[Definition]\na = %(b)s\nb = %(a)s\nfailregex = %(a)s <HOST>\n")
-    with pytest.raises(FipsError, match="does not terminate"):
+    with pytest.raises(FipsError, match="nested more than 10 deep"):
         load_filter("loop", filter_dir)
+    write(filter_dir, "loop2.conf", "[Definition]\na = <b>\nb = <a>\nfailregex = <a> <HOST>\n")
+    with pytest.raises(FipsError, match="refers back to itself"):
+        load_filter("loop2", filter_dir)
 
 
 @pytest.mark.parametrize("text, msg", [
     ("[Definition]\nfoo = 1\n", "no failregex"),
     ("not an ini file", "filter"),
-    ("[Definition]\nfailregex = ^a<SKIPLINES>b <HOST>\n", "SKIPLINES"),
+    ("[Definition]\nfailregex = ^a{,70000}b <HOST>\n", r"failregex 1: a repeat count of 70000 has no PCRE2 equivalent"),
+    ("[Definition]\nfailregex = ^a(?P<x>b)(?P<x>c) <HOST>\n", "Python's re rejects it: redefinition of group name"),
+    ("[Definition]\nfailregex = ^a <F-TUPLE_ID>x</F-TUPLE_ID> <HOST>\n", "F-TUPLE_ID"),
+    ("[Definition]\nfailregex = ^a %(nothere)s <HOST>\n", r"%\(nothere\)s refers to an option that is not defined"),
+    ("[Definition]\nfailregex = ^a 100% <HOST>\n", "write %% for a percent sign"),
+    ("[Definition]\nfailregex = ^a <HOST>\ndatepattern = %Q\n", "datepattern"),
+    ("[Definition]\nfailregex = ^a <HOST>\nmaxlines = two\n", "maxlines"),
+    ("[Definition]\nfailregex = ^a <HOST>\nmaxlines = 0\n", "maxlines must be 1 or more"),
+    ("[Definition]\nfailregex = ^a <HOST>\nfailregex = ^b <HOST>\n", "already exists"),
+    ("[Init]\nx = 1\n", r"no \[Definition\] section"),
 ])
 def test_bad_filters(filter_dir: Path, text: str, msg: str) -> None:
     write(filter_dir, "bad.conf", text)
@@ -99,10 +114,11 @@ def test_missing_filter(tmp_path: Path) -> None:
 
 
 def test_expand_tags() -> None:
-    r = expand_tags(r"^x <F-USER>\S+</F-USER> from <HOST> </F-NOTOPEN> <IP4> <F-ID/> \Z")
+    r = expand_tags(r"^x <F-USER>\S+</F-USER> from <HOST> </F-NOTOPEN> <IP4> <F-ID/> <SKIPLINES><SKIPLINES>\Z")
     assert "(?P<user>\\S+)" in r and "(?P<ip4>" in r and "(?P<dns>" in r and "</F-NOTOPEN>" in r
-    assert r.endswith(r"\z")
-    assert re.compile(r.replace(r"\z", r"\Z").replace("(?P<ip4>", "(?P<ip4b>", 1))  # valid Python regex too
+    assert "(?P<skiplines0>" in r and "(?P<skiplines1>" in r and r.endswith(r"\Z")
+    assert "(?P<dns>" not in expand_tags("<HOST>", usedns="no")
+    assert expand_tags("((?i)ab)") == "(?i:ab)"  # Fail2Ban's global-to-local flag rewrite
 
 
 @pytest.mark.skipif(not (F2B_FILTERS / "named-refused.conf").exists(), reason="fail2ban's filters not installed")
@@ -134,11 +150,10 @@ def test_sshd_matches_a_real_line() -> None:
 # --- jails from config and command line ---------------------------------------------------------
 
 
-def ns(**kw) -> argparse.Namespace:
-    base = dict(config=None, jail=None, filter=None, filter_dir="/nonexistent", maxretry=None, findtime=None,
-                bantime=None, mode=None, ignoreip=None, max_tracked=1000, skip_truncated=False)
-    base.update(kw)
-    return argparse.Namespace(**base)
+def ns(**kw) -> JailOptions:
+    base: dict = dict(filter_dir="/nonexistent", max_tracked=1000)
+    base.update({k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()})
+    return JailOptions(**base)
 
 
 def test_select_default_and_overrides() -> None:
@@ -193,6 +208,6 @@ def test_parse_nets() -> None:
 
 
 def test_a_jail_needs_an_address_group() -> None:
-    with pytest.raises(FipsError, match="no <HOST>"):
+    with pytest.raises(FipsError, match="no failure id"):
         compile_jail(JailSpec("x", FilterDef("x", failregex=(r"^no address here$",))))
     compile_jail(JailSpec("x", FilterDef("x", failregex=(r"^from <IP6>$",))))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fipstop import _ipsfast
-from fipstop.bans import BanEvent, encode, event_parts, wire_str
+from fipstop.bans import MAX_EVENT_BYTES, BanEvent, decode, encode, event_parts, wire_str
 from fipstop.ips.filters import FilterDef
 from fipstop.ips.jails import BUILTIN_JAILS, JailSpec, compile_jail
 
@@ -70,7 +70,7 @@ def test_window_counts_like_fail2ban() -> None:
     assert _ipsfast.feed_lines([denied(ip)], T0, (j,)) == []
     assert _ipsfast.feed_lines([denied(ip)], T0 + 1 * S, (j,)) == []
     (t,) = _ipsfast.feed_lines([denied(ip)], T0 + 2 * S, (j,))
-    assert t == ("named-refused", ip, T0, T0 + 2 * S, 3)  # first offending record, the crossing one, hits
+    assert t == ("named-refused", ip, T0, T0 + 2 * S, 3, None)  # first offending record, the crossing one, hits
     # banned: further hits are counted, no second trigger
     assert _ipsfast.feed_lines([denied(ip)] * 10, T0 + 3 * S, (j,)) == []
     assert j.stats()["hits_while_banned"] == 10
@@ -157,14 +157,19 @@ def test_unban_forgets() -> None:
 
 
 def test_bad_jail_arguments() -> None:
-    with pytest.raises(ValueError, match="bad regex"):
-        _ipsfast.Jail("x", ["(unclosed"])
+    a = ("a", "a", (-1,), ())
+    with pytest.raises(ValueError, match="PCRE2 refuses"):
+        _ipsfast.Jail("x", [("(unclosed", "(unclosed", (-1,), ())])
+    with pytest.raises(TypeError, match="a regex is"):
+        _ipsfast.Jail("x", ["a plain string"])
     with pytest.raises(ValueError, match="needs a failregex"):
         _ipsfast.Jail("x", [])
     with pytest.raises(ValueError):
-        _ipsfast.Jail("x", ["a"], (), None, 0)
+        _ipsfast.Jail("x", [a], (), None, 0)
     with pytest.raises(ValueError):
-        _ipsfast.Jail("x", ["a"], mode="sideways")
+        _ipsfast.Jail("x", [a], mode="sideways")
+    with pytest.raises(ValueError, match="out of range"):
+        _ipsfast.Jail("x", [("(a)", "(a)", (-1, 3), ())], names=("user",))
     with pytest.raises(TypeError):
         _ipsfast.feed_lines([b"x"], 0, ["not a jail"])
     with pytest.raises(TypeError):
@@ -185,14 +190,24 @@ def test_feed_reads_ring_batches(shm_dir: Path) -> None:
         ts = [r.ts_ns for r in b]
         trig = _ipsfast.feed(b, (j,))
         b.release()
-        assert trig == [("named-refused", "10.0.0.1", ts[0], ts[2], 2)]
+        assert trig == [("named-refused", "10.0.0.1", ts[0], ts[2], 2, None)]
         assert j.stats()["records"] == 3 and j.stats()["nomatch"] == 1
 
 
 def test_format_events_is_encode() -> None:
-    trig = [("named-refused", "10.0.0.1", 1, 2, 5), ("we\"ird\tjail%s", "2001:db8::1", 10, 20, 7)]
+    data = (("user", "r\u00f6\"ot\x7f\x01" + "x" * 100), ("alt_user", "\U0001f600"), ("fport", "22"))
+    many = tuple((f"k{i}", "v" * 60) for i in range(8))  # more than fits: the first items only
+    trig = [("named-refused", "10.0.0.1", 1, 2, 5), ("we\"ird\tjail%s", "2001:db8::1", 10, 20, 7, None),
+            ("sshd", "10.0.0.2", 3, 4, 5, data), ("sshd", "10.0.0.3", 3, 4, 5, many), ("sshd", "10.0.0.4", 3, 4, 5, ())]
     jj = {t[0]: wire_str(t[0]) for t in trig}
     for kind, action, result in (("ban", "dry-run", "ok"), ("unban", "nft", "nft exit 1: \"no\" 100%")):
         head, tail = event_parts(kind, action, result)
         out = _ipsfast.format_events(trig, head, jj, 99, tail)
-        assert out == [encode(BanEvent(kind, ip, jail, f, t, 99, h, action, result)) for jail, ip, f, t, h in trig]
+        want = [encode(BanEvent(kind, t[1], t[0], t[2], t[3], 99, t[4], action, result, data=t[5] or ()))
+                if len(t) > 5 else encode(BanEvent(kind, t[1], t[0], t[2], t[3], 99, t[4], action, result))
+                for t in trig]
+        assert out == want
+        assert all(len(o) <= MAX_EVENT_BYTES for o in out)
+        ev = decode(out[2])
+        assert ev.data == (("user", data[0][1][:64]), ("alt_user", data[1][1]), ("fport", "22"))
+        assert 1 <= len(decode(out[3]).data) < 8 and b'"data"' not in out[4]

@@ -1,4 +1,4 @@
-"""fipstop.model.derive on synthetic raw samples: no clock, no shared memory."""
+"""The ring part of fipstop.model.snapshot.derive on synthetic raw samples: no clock, no shared memory."""
 
 from __future__ import annotations
 
@@ -8,10 +8,18 @@ import numpy as np
 import pytest
 
 from fipstop import fixtures as fx
-from fipstop.model import Health, derive
-from fipstop.probes.ring import DomainError
+from fipstop.model import snapshot
+from fipstop.model.raw import RawFrame
+from fipstop.model.rings import Health
+from fipstop.probes.ring import DomainError, RawSample
+from fipstop.ring import OLDEST_TS_FIELD
 
 CAP = 1 << 20
+
+
+def derive(prev: RawSample | None, cur: RawSample, dt: float, **kw) -> snapshot.Snapshot:
+    """The snapshot of two ring samples (frames without other probes)."""
+    return snapshot.derive(RawFrame(prev) if prev is not None else None, RawFrame(cur), interval_s=dt, **kw)
 
 
 def _domain(t_s: float, *, rings=(), consumers=(), pos=(), name="d", max_rings=4, max_consumers=3,
@@ -159,25 +167,33 @@ def test_fill_high_water_and_claimed() -> None:
 
 def _lag_domain(t_s: float, committed: tuple[int, int], released: dict[int, tuple[int, int]], *,
                 hb_age: dict[int, float] | None = None, states: dict[int, int] | None = None,
-                records_released: dict[int, int] | None = None):
+                records_released: dict[int, int] | None = None, ages: dict[tuple[int, int], float] | None = None):
+    """``ages[(c, r)]``: how old (s) the record at consumer c's position on ring r is (the
+    oldest it has not released); without one, its time is unknown."""
     rings = [_ring(i, committed[i], head=committed[i] * 128, reserved=committed[i] * 128) for i in range(2)]
     consumers, pos = [], []
+    now = fx.EPOCH_REALTIME_NS + int(round(t_s * 1e9))
     for c, seqs in released.items():
         consumers.append(dict(index=c, state=(states or {}).get(c, fx.CONS_ACTIVE), name=f"c{c}",
                               heartbeat_mono_ns=_hb(t_s, (hb_age or {}).get(c, 0.1)),
                               records_released=(records_released or {}).get(c, sum(seqs))))
         for r, s in enumerate(seqs):
-            pos.append(((c, r), dict(released_seq=s, released=s * 128, records_released=s)))
+            p = dict(released_seq=s, released=s * 128, records_released=s)
+            if (c, r) in (ages or {}):
+                p[OLDEST_TS_FIELD] = now - int(round((ages or {})[(c, r)] * 1e9))
+            pos.append(((c, r), p))
     return _domain(t_s, rings=rings, consumers=consumers, pos=pos)
 
 
 def test_lag_records_seconds_and_slowest_consumer() -> None:
     a = _sample(0, _lag_domain(0, (0, 0), {0: (0, 0), 1: (0, 0)}))
-    b = _sample(1, _lag_domain(1, (1000, 400), {0: (990, 400), 1: (500, 100)}))
+    # the ages of the records at each position (the truth the ring probe reads from their timestamps)
+    ages = {(0, 0): 0.01, (1, 0): 0.5, (1, 1): 0.75}
+    b = _sample(1, _lag_domain(1, (1000, 400), {0: (990, 400), 1: (500, 100)}, ages=ages))
     snap = derive(a, b, 1.0)
     r0, r1 = snap.rings
     assert r0["slowest_consumer"] == 1 and r0["slowest_lag_records"] == 500
-    assert r0["slowest_lag_s"] == pytest.approx(0.5)  # 500 records at 1000 records/s
+    assert r0["slowest_lag_s"] == pytest.approx(0.5)  # the oldest record it has not released
     assert r1["slowest_consumer"] == 1 and r1["slowest_lag_records"] == 300
     assert r1["slowest_lag_s"] == pytest.approx(0.75)
     c0, c1 = snap.consumers
@@ -185,6 +201,10 @@ def test_lag_records_seconds_and_slowest_consumer() -> None:
     assert c0["lag_max_s"] == pytest.approx(0.01) and c0["lag_mean_s"] == pytest.approx(0.005)
     assert c1["lag_max_records"] == 500 and c1["lag_mean_records"] == pytest.approx(400.0)
     assert c1["lag_max_s"] == pytest.approx(0.75) and c1["lag_mean_s"] == pytest.approx(0.625)
+    # the drain-time estimate is its own figure: lag / what it released on that ring in the interval
+    p1 = snap.positions_of_consumer("d", 1)
+    assert p1["drain_s"].tolist() == pytest.approx([1.0, 3.0])  # 500 / 500/s, 300 / 100/s
+    assert c1["drain_max_s"] == pytest.approx(3.0)
     assert c1["lag_rings"] == 2
     assert c0["release_per_s"] == pytest.approx(1390.0) and c1["release_per_s"] == pytest.approx(600.0)
     pos = snap.positions_of_ring("d", 0)
@@ -195,16 +215,27 @@ def test_lag_records_seconds_and_slowest_consumer() -> None:
     assert p1["release_per_s"].tolist() == [500.0, 100.0]
 
 
-def test_lag_seconds_unknown_when_ring_is_idle() -> None:
+def test_lag_seconds_is_the_age_of_the_oldest_unreleased_record_on_an_idle_ring() -> None:
+    # nothing committed in the interval: a rate estimate knows nothing, the record's time does
+    a = _sample(0, _lag_domain(0, (1000, 50), {0: (900, 50)}, ages={(0, 0): 29.0}))
+    b = _sample(1, _lag_domain(1, (1000, 50), {0: (900, 50)}, ages={(0, 0): 30.0}))
+    snap = derive(a, b, 1.0)
+    r0, r1 = snap.rings
+    assert r0["slowest_lag_records"] == 100 and r0["slowest_lag_s"] == pytest.approx(30.0)
+    assert r1["slowest_lag_records"] == 0 and r1["slowest_lag_s"] == 0.0
+    c = snap.consumers[0]
+    assert c["lag_max_records"] == 100 and c["lag_max_s"] == pytest.approx(30.0)
+    assert math.isnan(c["drain_max_s"])  # it released nothing: no drain time to estimate
+
+
+def test_lag_seconds_unknown_without_the_records_time() -> None:
     a = _sample(0, _lag_domain(0, (1000, 50), {0: (900, 50)}))
     b = _sample(1, _lag_domain(1, (1000, 50), {0: (900, 50)}))
     snap = derive(a, b, 1.0)
     r0, r1 = snap.rings
     assert r0["slowest_lag_records"] == 100 and math.isnan(r0["slowest_lag_s"])
-    assert r1["slowest_lag_records"] == 0 and r1["slowest_lag_s"] == 0.0
-    c = snap.consumers[0]
-    assert c["lag_max_records"] == 100
-    assert c["lag_max_s"] == 0.0  # only ring 1 has a known lag in seconds
+    assert r1["slowest_lag_s"] == 0.0
+    assert snap.consumers[0]["lag_max_s"] == 0.0  # only ring 1 has a known lag in seconds
 
 
 def test_consumer_health() -> None:
@@ -286,7 +317,7 @@ def test_derive_is_pure() -> None:
 
 def test_demo_scenario_tells_its_story() -> None:
     """The screenshot fixture: drops while the archiver lags, a stale forwarder, an evicted consumer."""
-    from fipstop.sources import SampleListSource
+    from fipstop.sources.samples import SampleListSource
 
     frames = SampleListSource(fx.demo_samples(90)).frames()
     early, mid, late = frames[10].snapshot, frames[56].snapshot, frames[85].snapshot

@@ -17,7 +17,7 @@ from fipstop.probes.stacks import ProfileSample, StackCount
 from fipstop.profile.demo import LOCK_ADDR, demo_report
 from fipstop.profile.render import render_text
 from fipstop.profile.session import ProfileOptions, ProfileSession
-from fipstop.sources import SampleListSource
+from fipstop.sources.samples import SampleListSource
 
 RAW = """\
 thread (0x1F4): MainThread;<module> (app.py:1);main (app.py:20);crunch (app.py:5) 90
@@ -168,12 +168,12 @@ def test_render_escapes_hostile_names():
 
 def test_sample_list_source_plays_fixture_reports():
     a, b = demo_report(taken_mono_ns=1), demo_report(taken_mono_ns=2)
-    src = SampleListSource([], profiles={4242: [a, b]})
-    assert src.profile_poll(4242) is None  # not started
-    src.profile_start(4242)
-    assert [src.profile_poll(4242).taken_mono_ns for _ in range(3)] == [1, 2, 2]
-    src.profile_stop(4242)
-    assert src.profile_poll(4242) is None
+    prof = SampleListSource([], profiles={4242: [a, b]}).profiling
+    assert prof.profile_poll(4242) is None  # not started
+    prof.profile_start(4242)
+    assert [prof.profile_poll(4242).taken_mono_ns for _ in range(3)] == [1, 2, 2]
+    prof.profile_stop(4242)
+    assert prof.profile_poll(4242) is None
 
 
 def test_cli_bad_input_is_one_line(capsys: pytest.CaptureFixture):

@@ -3,7 +3,6 @@ export (csv / jsonl / OpenMetrics) and the /metrics endpoint."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -20,12 +19,19 @@ import pytest
 from fipstop._fips import Consumer, Domain, Producer
 from fipstop.errors import FipsError
 from fipstop.fixtures import demo_samples, many_rings_samples
-from fipstop.model import derive
-from fipstop.rawcodec import FrameCodec
-from fipstop.recording import MARK_DROPS, RecordingReader, RecordingWriter
-from fipstop.replay import ReplaySource, parse_time
+from fipstop.model import snapshot
+from fipstop.model.raw import RawFrame
+from fipstop.probes.ring import RawSample
+from fipstop.recording.marks import MARK_DROPS
+from fipstop.recording.rawcodec import FrameCodec
+from fipstop.recording.replay import ReplaySource, parse_time
+from fipstop.recording.store import RecordingReader, RecordingWriter
 
 FIPSTOP = [sys.executable, "-m", "fipstop"]
+
+
+def derive(prev: RawSample | None, cur: RawSample, dt: float) -> snapshot.Snapshot:
+    return snapshot.derive(RawFrame(prev) if prev is not None else None, RawFrame(cur), interval_s=dt)
 
 
 def _same_snapshot(a, b) -> None:
@@ -45,7 +51,7 @@ def _same_snapshot(a, b) -> None:
 def _write(path: Path, samples, **kw) -> None:
     w = RecordingWriter(str(path), interval_s=1.0, host="h", **kw)
     for s in samples:
-        w.append(s, None, MARK_DROPS if s is samples[len(samples) // 2] else 0)
+        w.append(RawFrame(s), MARK_DROPS if s is samples[len(samples) // 2] else 0)
     w.close()
 
 
@@ -90,7 +96,7 @@ def test_codec_bounds_slot_counts() -> None:
     mb = json.dumps(meta).encode()
     import lzma
 
-    from fipstop import rawcodec
+    from fipstop.recording import rawcodec
 
     blob = lzma.compress(b"FSR1\x00" + len(mb).to_bytes(4, "little") + mb, format=lzma.FORMAT_RAW,
                          filters=rawcodec._LZMA_FILTERS)
@@ -111,10 +117,10 @@ def test_write_read_seek(tmp_path: Path) -> None:
     # seek lands on the last frame at or before the time, whatever frame the codec stood on
     for i in (149, 3, 77, 0, 61, 60, 59, 120):
         seq = r.seq_at(samples[i].taken_realtime_ns + 1)
-        rec = r.read(seq)
+        rec = r.read(seq)  # type: ignore[arg-type]  # None would fail the test
         assert rec.t_ns == samples[i].taken_realtime_ns
         idx = samples[i].domains[0].active_ring_indices()
-        got = rec.raw.domains[0].rings[idx]
+        got = rec.raw.ring.domains[0].rings[idx]
         want = samples[i].domains[0].rings[idx]
         for name in want.dtype.names:  # every field (padding bytes are not data)
             if name == "last_commit_ns":  # stored to the microsecond
@@ -147,12 +153,12 @@ def test_replay_source_seek_and_speed(tmp_path: Path) -> None:
     src = ReplaySource(str(path), follow=False, speed=2)
     assert src.interval_s == pytest.approx(0.5)
     frames = src.seek(s[90].taken_realtime_ns, history=30)
-    assert len(frames) == 30 and frames[-1].raw.taken_realtime_ns == s[90].taken_realtime_ns
+    assert len(frames) == 30 and frames[-1].raw.ring.taken_realtime_ns == s[90].taken_realtime_ns
     _same_snapshot(frames[-1].snapshot, derive(s[89], s[90], 1.0))  # rates as live
     nxt = src.poll()
-    assert nxt.raw.taken_realtime_ns == s[91].taken_realtime_ns
+    assert nxt is not None and nxt.raw.ring.taken_realtime_ns == s[91].taken_realtime_ns
     frames = src.seek_relative(-10, history=5)
-    assert frames[-1].raw.taken_realtime_ns == s[81].taken_realtime_ns
+    assert frames[-1].raw.ring.taken_realtime_ns == s[81].taken_realtime_ns
     assert src.faster(1) == 4.0 and src.faster(10) == 16.0 and src.faster(-20) == 0.25
     with pytest.raises(FipsError):
         src.set_speed(100)
@@ -225,7 +231,7 @@ def test_full_disk_keeps_what_was_written(tmp_path: Path) -> None:
     samples = many_rings_samples(256, 80)
     with pytest.raises(FipsError, match="disk full after") as e:
         for s in samples:
-            w.append(s)
+            w.append(RawFrame(s))
     written = w.frames_written
     assert written > 0 and "\n" not in e.value.message
     w.close()
@@ -245,7 +251,7 @@ def live_domain(shm_dir: Path):
     for i in range(100):
         p.log(b"query %d" % i)
     b = c.read()
-    c.release(b)
+    c.release(b)  # type: ignore[arg-type]  # None would fail the test
     for i in range(50):
         p.log(b"later %d" % i)
     yield dom, shm_dir
@@ -279,12 +285,19 @@ def test_record_then_export_equals_live_snapshot(live_domain, tmp_path: Path) ->
     csv_rows = subprocess.run([*FIPSTOP, "export", str(rec), "--format", "csv"], capture_output=True, text=True,
                               check=True).stdout.splitlines()
     assert csv_rows[0].startswith("time,t_ns,domain,ring") and ",150," in csv_rows[-1]
+    # the first frame has no rates: unknown (null / empty), as the dashboard's -, never a false 0.0
+    first, second = json.loads(out[0]), json.loads(out[1])
+    assert first["totals"]["records_per_second"] is None and all(r["records_per_second"] is None for r in first["ring_rates"])
+    assert second["totals"]["records_per_second"] is not None
+    head = csv_rows[0].split(",")
+    row1 = csv_rows[1].split(",")
+    assert row1[head.index("records_per_second")] == "" and csv_rows[-1].split(",")[head.index("records_per_second")] != ""
 
 
 def test_openmetrics_export_parses(live_domain, tmp_path: Path) -> None:
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-    from fipstop.openmetrics import render
+    from fipstop.outputs.openmetrics import render
     from fipstop.probes.ring import RingProbe
 
     _, shm = live_domain
@@ -303,29 +316,32 @@ def test_openmetrics_export_parses(live_domain, tmp_path: Path) -> None:
 def test_openmetrics_escapes_hostile_names() -> None:
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-    from fipstop.openmetrics import render
+    from fipstop.outputs.openmetrics import render
 
     samples = demo_samples(2, hostile=True)
     text = render(derive(samples[0], samples[1], 1.0))
     assert "\x1b" not in text
     names = [s.labels.get("thread") for f in text_string_to_metric_families(text) for s in f.samples
-             if f.name == "fips_ring_records"]
+             if f.name == "fips_ring"]  # the thread name is on the info metric
     assert names and all(n is not None for n in names)
 
 
 def test_serve_metrics_endpoint(live_domain) -> None:
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
+    from fipstop.outputs.serve import MetricsServer
     from fipstop.probes.ring import RingProbe
-    from fipstop.serve import MetricsServer
-    from fipstop.sources import LiveSource
+    from fipstop.sources.live import LiveSource
+    from fipstop.sources.probeset import ProbeSet
 
     _, shm = live_domain
-    src = LiveSource([RingProbe(shm_dir=str(shm))], 1.0)
+    src = LiveSource(ProbeSet(RingProbe(shm_dir=str(shm))), 1.0)
     srv = MetricsServer(src, "127.0.0.1", 0)
     srv.start()
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/metrics", timeout=10) as resp:
+        req = urllib.request.Request(f"http://127.0.0.1:{srv.port}/metrics",
+                                     headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
             assert resp.headers["Content-Type"].startswith("application/openmetrics-text")
             body = resp.read().decode()
         fams = {f.name for f in text_string_to_metric_families(body)}
@@ -370,19 +386,19 @@ def test_follow_a_growing_recording(tmp_path: Path) -> None:
     path = tmp_path / "r.fsr"
     w = RecordingWriter(str(path), interval_s=1.0, host="h")
     for x in s[:5]:
-        w.append(x)
+        w.append(RawFrame(x))
     src = ReplaySource(str(path), follow=True)
     for _ in range(5):
         assert src.poll() is not None
     assert src.poll() is None and src.following
     for x in s[5:8]:
-        w.append(x)
-    assert src.poll().raw.taken_realtime_ns == s[5].taken_realtime_ns
+        w.append(RawFrame(x))
+    assert (f := src.poll()) is not None and f.raw.ring.taken_realtime_ns == s[5].taken_realtime_ns
     w.close()
 
 
 def test_aux_samples_round_trip_with_delta_dictionary(tmp_path: Path) -> None:
-    from fipstop.sources import ProbeFailure
+    from fipstop.model.raw import ProbeFailure
 
     s = demo_samples(130)
     path = tmp_path / "r.fsr"
@@ -391,18 +407,18 @@ def test_aux_samples_round_trip_with_delta_dictionary(tmp_path: Path) -> None:
     for i, x in enumerate(s):
         aux = {"other": ProbeFailure("other", f"reason that repeats itself a lot, frame {i % 3}", i),
                "arr": np.arange(50, dtype=np.int64) + i // 10}
-        sizes.append(w.append(x, aux))
+        sizes.append(w.append(RawFrame(x, aux)))
     w.close()
     r = RecordingReader(str(path))
     for i in (129, 0, 61, 59, 60, 5, 128):  # out of order: each read rebuilds the dictionary chain
-        rec = r.read(r.seq_at(s[i].taken_realtime_ns))
-        assert rec.aux["other"] == ProbeFailure("other", f"reason that repeats itself a lot, frame {i % 3}", i)
-        assert (rec.aux["arr"] == np.arange(50) + i // 10).all()
+        rec = r.read(r.seq_at(s[i].taken_realtime_ns))  # type: ignore[arg-type]
+        assert rec.raw.aux["other"] == ProbeFailure("other", f"reason that repeats itself a lot, frame {i % 3}", i)
+        assert (rec.raw.aux["arr"] == np.arange(50) + i // 10).all()
 
 
 def test_recording_tee_records_what_the_dashboard_polls(tmp_path: Path) -> None:
-    from fipstop.record import RecordingTee
-    from fipstop.sources import SampleListSource
+    from fipstop.recording.tee import RecordingTee
+    from fipstop.sources.samples import SampleListSource
 
     s = demo_samples(60)
     tee = RecordingTee(SampleListSource(s, 1.0), str(tmp_path / "w.fsr"))
@@ -428,7 +444,7 @@ def test_full_disk_for_real_on_a_tiny_tmpfs(tmp_path: Path) -> None:
         samples = many_rings_samples(1024, 400, seed=3)
         with pytest.raises(FipsError, match="disk full after"):
             for s in samples:
-                w.append(s)
+                w.append(RawFrame(s))
         kept = w.frames_written
         w.close()
         assert kept > 0
@@ -441,9 +457,8 @@ def test_full_disk_for_real_on_a_tiny_tmpfs(tmp_path: Path) -> None:
 
 
 def test_marks_for_findings_on_the_timeline(tmp_path: Path) -> None:
-    from fipstop.record import Marker
-    from fipstop.recording import MARK_FINDINGS
-    from fipstop.sources import SampleListSource
+    from fipstop.recording.marks import MARK_FINDINGS, Marker
+    from fipstop.sources.samples import SampleListSource
 
     src = SampleListSource(demo_samples(60), 1.0)
     marker = Marker()
@@ -453,13 +468,40 @@ def test_marks_for_findings_on_the_timeline(tmp_path: Path) -> None:
     assert marks[-1] & MARK_FINDINGS and marks[-1] & MARK_DROPS
 
 
-def test_next_mark_skips_the_run_it_stands_in() -> None:
+def test_next_and_previous_mark_mirror_each_other() -> None:
+    """} goes to the nearest run start ahead, { to the nearest behind (issue 18: they did not mirror)."""
     from fipstop.views.widgets.timeline import next_mark
 
     s = 10**9
+    gap = int(1.5 * s)
     marks = [40 * s, 41 * s, 42 * s, 90 * s, 91 * s]
-    assert next_mark(marks, 10 * s, 1, int(1.5 * s)) == 40 * s
-    assert next_mark(marks, 40 * s, 1, int(1.5 * s)) == 90 * s  # past the run 40-42
-    assert next_mark(marks, 91 * s, 1, int(1.5 * s)) is None
-    assert next_mark(marks, 91 * s, -1, int(1.5 * s)) == 40 * s  # the start of the run before
-    assert next_mark(marks, 41 * s, -1, int(1.5 * s)) is None
+    assert next_mark(marks, 10 * s, 1, gap) == 40 * s
+    assert next_mark(marks, 40 * s, 1, gap) == 90 * s  # past the run 40-42
+    assert next_mark(marks, 39 * s, 1, gap) == 40 * s  # just before a run: that run (it was skipped)
+    assert next_mark(marks, 91 * s, 1, gap) is None
+    assert next_mark(marks, 91 * s, -1, gap) == 90 * s  # inside a run: its start, as } went past it
+    assert next_mark(marks, 90 * s, -1, gap) == 40 * s  # from a run's start: the run before
+    assert next_mark(marks, 41 * s, -1, gap) == 40 * s
+    assert next_mark(marks, 40 * s, -1, gap) is None
+    # from every start, } then { comes back
+    for t in (40 * s, 90 * s):
+        ahead = next_mark(marks, t, 1, gap)
+        if ahead is not None:
+            assert next_mark(marks, ahead, -1, gap) == t
+
+
+def test_a_moved_class_keeps_its_name_in_the_file() -> None:
+    """Classes that moved module are written under the name recordings always
+    gave them (so an older fipstop still replays a new file) and read back
+    from both names."""
+    from fipstop.model.raw import ProbeFailure
+    from fipstop.recording import auxcodec
+
+    failure = ProbeFailure("backends", "boom")
+    encoded = auxcodec.to_jsonable(failure)
+    assert encoded["__dc"][:2] == ["fipstop.sources", "ProbeFailure"]
+    assert auxcodec.from_jsonable(encoded) == failure
+    now = {"__dc": ["fipstop.model.raw", "ProbeFailure", encoded["__dc"][2]]}
+    assert auxcodec.from_jsonable(now) == failure
+    for before, current in auxcodec.MOVED.items():
+        assert auxcodec._class(*before) is auxcodec._class(*current)

@@ -79,7 +79,7 @@ def exercise_file(path: Path) -> None:
                 recs, lapped = m.tap(r, 64)
             except FipsError:
                 continue
-            for seq, ts, flags, lost, payload in recs:
+            for _seq, _ts, _flags, _lost, payload in recs:
                 assert len(payload) <= s.max_record_bytes
 
 

@@ -35,7 +35,7 @@ QUADRANTS = " ▘▝▀▖▌▞▛▗▚▐▜▄▙▟█"
 @dataclass(frozen=True)
 class Series:
     label: str
-    values: Sequence[float]
+    values: Sequence[float] | np.ndarray  # NaN: no value (a gap in the line)
     color: tuple[int, int, int]  # RGB (line and legend)
 
 
@@ -51,6 +51,37 @@ def nice_ticks(top: float, n: int = 4) -> list[float]:
             break
     k = math.ceil(top / step - 1e-9)
     return [i * step for i in range(k + 1)]
+
+
+def log_ticks(top: float, n: int = 5) -> list[float]:
+    """0 and powers of ten up to the first one at or above ``top`` (every
+    other one, or fewer, when there are more than ``n``)."""
+    if not (top > 0) or math.isinf(top):
+        return [0.0, 1.0]
+    k = max(0, math.ceil(math.log10(top) - 1e-9))
+    decades = list(range(0, k + 1))
+    stride = max(1, math.ceil(len(decades) / n))
+    picked = decades[::-1][::stride][::-1]  # the top decade always
+    return [0.0, *(10.0 ** d for d in picked)]
+
+
+def _ypos(v: np.ndarray | float, ymax: float, log: bool):
+    """0..1 up the chart: linear, or log10(1 + v) (0 stays at the bottom)."""
+    if log:
+        return np.log10(1.0 + np.maximum(v, 0.0)) / math.log10(1.0 + ymax)
+    return np.asarray(v) / ymax
+
+
+def tick_labels(ticks: Sequence[float], yfmt: Callable[[float], str]) -> list[str]:
+    """``yfmt`` of each tick, unless that gives two ticks the same label (a fill of 0.02 %
+    printed 0.0% on every line): then as many decimals as the step needs."""
+    labels = [yfmt(t) for t in ticks]
+    if len(set(labels)) == len(labels) or len(ticks) < 2:
+        return labels
+    step = abs(ticks[1] - ticks[0]) or 1.0
+    dec = min(max(0, -math.floor(math.log10(step))), 6)
+    unit = "%" if all(lab.endswith("%") for lab in labels) else ""
+    return [("0" if t == 0 else f"{t:.{dec}f}") + unit for t in ticks]
 
 
 def _x_label(v: float) -> str:
@@ -75,9 +106,12 @@ def _raster(px: np.ndarray, py: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def chart_lines(width: int, height: int, x: Sequence[float], series: Sequence[Series], *,
-                yfmt: Callable[[float], str] = fmt.si) -> list[list[tuple[str, tuple[int, int, int] | None]]]:
+                yfmt: Callable[[float], str] = fmt.si,
+                log: bool = False) -> list[list[tuple[str, tuple[int, int, int] | None]]]:
     """The chart as ``height`` lines of ``width`` cells, each line a list of
-    ``(text, rgb or None)`` runs (None: the axis colour)."""
+    ``(text, rgb or None)`` runs (None: the axis colour).  ``log``: the y
+    axis in decades (log10(1 + v)), so one catch-up spike does not squash
+    the steady line to the bottom."""
     xa = np.asarray(x, dtype=np.float64)
     data = []
     top = 0.0
@@ -87,8 +121,8 @@ def chart_lines(width: int, height: int, x: Sequence[float], series: Sequence[Se
         if ok.any():
             top = max(top, float(v[ok].max()))
             data.append((xa[: v.size][ok], v[ok], s.color))
-    ticks = nice_ticks(top, 3 if height < 10 else 4)
-    labels = [yfmt(t) for t in ticks]
+    ticks = log_ticks(top, 3 if height < 10 else 5) if log else nice_ticks(top, 3 if height < 10 else 4)
+    labels = tick_labels(ticks, yfmt)
     lw = max(len(t) for t in labels)
     rows = max(height - 3, 1)  # top border, bottom border with x ticks, x labels
     cols = max(width - lw - 2, 1)
@@ -101,7 +135,7 @@ def chart_lines(width: int, height: int, x: Sequence[float], series: Sequence[Se
     colour = np.full((rows, cols), -1, dtype=np.int64)
     for idx, (sx, sv, _rgb) in enumerate(data):
         px = np.rint((sx - lo) / span * (2 * cols - 1)).astype(np.int64)
-        py = np.rint((1.0 - np.clip(sv / ymax, 0.0, 1.0)) * (2 * rows - 1)).astype(np.int64)
+        py = np.rint((1.0 - np.clip(_ypos(sv, ymax, log), 0.0, 1.0)) * (2 * rows - 1)).astype(np.int64)
         xs, ys = _raster(px, py)
         xs = np.clip(xs, 0, 2 * cols - 1)
         ys = np.clip(ys, 0, 2 * rows - 1)
@@ -111,18 +145,18 @@ def chart_lines(width: int, height: int, x: Sequence[float], series: Sequence[Se
         mask[hit] = bits[hit]  # the later series wins a shared cell
         colour[hit] = idx
 
-    tick_rows = {}
+    tick_rows: dict[int, str] = {}
     for t, lab in zip(ticks, labels):
-        r = int(round((1.0 - t / ymax) * (rows - 1)))
+        r = int(round((1.0 - float(_ypos(t, ymax, log))) * (rows - 1)))
         tick_rows.setdefault(r, lab)
 
     out: list[list[tuple[str, tuple[int, int, int] | None]]] = []
     out.append([(" " * lw + "┌" + "─" * cols + "┐", None)])
     chars = np.array(list(QUADRANTS))
     for r in range(rows):
-        lab = tick_rows.get(r)
+        tick = tick_rows.get(r)
         line: list[tuple[str, tuple[int, int, int] | None]] = [
-            ((lab.rjust(lw) + "┤") if lab is not None else (" " * lw + "│"), None)]
+            ((tick.rjust(lw) + "┤") if tick is not None else (" " * lw + "│"), None)]
         text = "".join(chars[mask[r]].tolist())
         c = colour[r]
         # runs of one colour (-1: blank)
@@ -190,6 +224,8 @@ class LineChart(Widget):
         self._x: list[float] = []
         self._series: list[Series] = []
         self._yfmt: Callable[[float], str] = fmt.si
+        #: the y axis in decades (toggled by the screen: ``l`` on the overview)
+        self.log_scale = False
         self._cache: tuple[tuple, list[Strip]] | None = None
         self._version = 0
         self.empty_text = "collecting samples…"
@@ -198,15 +234,21 @@ class LineChart(Widget):
                  yfmt: Callable[[float], str] = fmt.si) -> None:
         self._x = list(x)
         if [(s.label, s.color) for s in series] != [(s.label, s.color) for s in self._series]:
-            self.border_title = legend(self.title, series)
+            self.border_title = legend(self.title + (" (log scale)" if self.log_scale else ""), series)
         self._series = list(series)
         self._yfmt = yfmt
         self._version += 1
         self.refresh()
 
+    def set_log(self, log: bool) -> None:
+        """Log or linear y axis; the title says which."""
+        self.log_scale = bool(log)
+        self.border_title = legend(self.title + (" (log scale)" if self.log_scale else ""), self._series)
+        self.refresh()
+
     def _strips(self, w: int, h: int) -> list[Strip]:
         base = self.rich_style
-        key = (w, h, self._version, base)
+        key = (w, h, self._version, base, self.log_scale)
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
         if w < 12 or h < 4:
@@ -216,12 +258,13 @@ class LineChart(Widget):
         else:
             styles: dict = {None: base}
             strips = []
-            for line in chart_lines(w, h, self._x, self._series, yfmt=self._yfmt):
+            for line in chart_lines(w, h, self._x, self._series, yfmt=self._yfmt, log=self.log_scale):
                 segs = []
                 for text, rgb in line:
                     st = styles.get(rgb)
                     if st is None:
-                        st = styles[rgb] = base + Style.parse(f"rgb({rgb[0]},{rgb[1]},{rgb[2]})")
+                        colour = Style.parse(f"rgb({rgb[0]},{rgb[1]},{rgb[2]})") if rgb is not None else Style()
+                        st = styles[rgb] = base + colour
                     segs.append(Segment(text, st))
                 strips.append(Strip(segs))
         self._cache = (key, strips)

@@ -8,14 +8,17 @@ the time of the frame shown.  Line 2: totals: records/s, bytes/s, drops/s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from rich.text import Text
+from textual import events
+from textual.message import Message
 from textual.widget import Widget
 
-from fipstop.model import Snapshot
+from fipstop.model.snapshot import Snapshot
+from fipstop.sources.protocol import Timeline
 from fipstop.views import format as fmt
 from fipstop.views import palette
+from fipstop.views.widgets.timeline import time_at, timeline_text
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class HeaderState:
     frames: int = 0
     note: str = ""  # e.g. a poll error
     bans_per_s: float | None = None  # None: no ban source (no IPS, no Fail2Ban)
-    replay: Any = None  # fipstop.replay.Timeline while replaying a recording
+    replay: Timeline | None = None  # while replaying a recording
 
 
 def header_text(state: HeaderState, width: int = 200) -> Text:
@@ -82,14 +85,29 @@ def header_text(state: HeaderState, width: int = 200) -> Text:
     if not narrow:
         t2.append("  bytes ", style=palette.LABEL)
         t2.append(fmt.size(tot.bytes_per_s) + "/s")
+    # drops: ring full (the rings' counters) + no ring (the domains' header: the ring table was full);
+    # the no-ring part is said apart when there is one, and "?" while unknown (an older recording)
     t2.append("  drops ", style=palette.LABEL)
-    if tot.drops_per_s > 0:
-        t2.append(fmt.si(tot.drops_per_s) + "/s", style=palette.DROPS)
+    drops_per_s = tot.drops_per_s + (tot.no_ring_per_s or 0.0)
+    if drops_per_s > 0:
+        t2.append(fmt.si(drops_per_s) + "/s", style=palette.DROPS)
     else:
         t2.append("0/s", style=palette.ZERO)
     t2.append(" (", style=palette.LABEL)
-    t2.append(fmt.count(tot.records_dropped), style=palette.DROPS if tot.records_dropped else palette.ZERO)
-    t2.append(")" if narrow else " total)", style=palette.LABEL)
+    total = tot.drops_total
+    if total is None:
+        t2.append(fmt.count(tot.records_dropped) + "+?", style=palette.DROPS if tot.records_dropped else palette.LABEL)
+    else:
+        t2.append(fmt.count(total), style=palette.DROPS if total else palette.ZERO)
+    suffix = "" if narrow else " total"
+    if tot.records_no_ring:
+        t2.append(suffix + ", ", style=palette.LABEL)
+        t2.append(fmt.count(tot.records_no_ring), style=palette.DROPS)
+        t2.append(" no ring)", style=palette.LABEL)
+    elif total is None and not narrow:
+        t2.append(suffix + ", no ring unknown)", style=palette.LABEL)
+    else:
+        t2.append(suffix + ")", style=palette.LABEL)
     if state.bans_per_s is not None:
         t2.append("  bans ", style=palette.LABEL)
         t2.append(fmt.si(state.bans_per_s) + "/s", style="bold #c678dd" if state.bans_per_s > 0 else palette.ZERO)
@@ -114,17 +132,27 @@ def header_text(state: HeaderState, width: int = 200) -> Text:
     if s.errors:
         t2.append("  ")
         t2.append(f"{len(s.errors)} unreadable domain" + ("s" if len(s.errors) > 1 else ""), style=palette.WARN_BOLD)
+    if s.warnings:  # fipstop.ring.others_may_write: anyone may inject records the IPS bans on
+        t2.append("  ")
+        ww = [fmt.name(w.domain) for w in s.warnings]
+        t2.append("world-writable: " + (", ".join(ww) if len(ww) <= 3 else f"{len(ww)} domains"),
+                  style=palette.WARN_BOLD)
     t.append("\n")
     t.append_text(t2)
     if state.replay is not None:
-        from fipstop.views.widgets.timeline import timeline_text
-
         t.append("\n")
         t.append_text(timeline_text(state.replay, width))
     return t
 
 
 class StatusHeader(Widget):
+    class Seek(Message):
+        """The replay timeline was clicked: play from ``t_ns``."""
+
+        def __init__(self, t_ns: int) -> None:
+            super().__init__()
+            self.t_ns = t_ns
+
     DEFAULT_CSS = """
     StatusHeader {
         height: 2;
@@ -147,17 +175,13 @@ class StatusHeader(Widget):
             self.styles.height = height
         self.refresh()
 
-    def on_click(self, event) -> None:
-        """A click on the replay timeline seeks there."""
+    def on_click(self, event: events.Click) -> None:
+        """A click on the replay timeline seeks there (the app handles :class:`Seek`)."""
         if self.state is None or self.state.replay is None or event.y != 2:
             return
-        from fipstop.views.widgets.timeline import time_at
-
         t = time_at(self.state.replay, self.size.width, event.x)
         if t is not None:
-            seek = getattr(self.app, "seek_to", None)
-            if seek is not None:
-                seek(t)
+            self.post_message(self.Seek(t))
 
     def render(self) -> Text:
         if self.state is None:

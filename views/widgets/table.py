@@ -48,6 +48,9 @@ class Column:
     flex: bool = False  # takes the width left over (at least ``width``)
     sortable: bool = True
     descending: bool = True  # the first sort direction (numbers: biggest first)
+    #: where a too-long cell is cut: "end" (numbers, text) or "middle" (names:
+    #: ``demo-net-0003`` and ``demo-net-0004`` differ at their ends)
+    cut: str = "end"
 
 
 _EMPTY = Style()
@@ -74,8 +77,35 @@ def _len(text: str) -> int:
     return len(text) if text.isascii() else cell_len(text)
 
 
-def fit(cell: Cell, width: int, align: str = "left") -> list[tuple[str, Style]]:
-    """The cell's spans cut or padded to exactly ``width`` cells."""
+def _cut_middle(spans: list[tuple[str, Any]], total: int, width: int) -> list[tuple[str, Style]]:
+    """Spans of ``total`` cells in ``width``: the first half and the last cells
+    kept, "…" between (in the style of the span it replaces)."""
+    left = width // 2
+    right = width - 1 - left
+    out: list[tuple[str, Style]] = []
+    pos = 0
+    mark_style: Style | None = None
+    for text, st in spans:
+        n = _len(text)
+        start, end = pos, pos + n
+        pos = end
+        keep_l = max(0, min(end, left) - start)  # cells of this span in the left part
+        keep_r = max(0, end - max(start, total - right))  # cells of this span in the right part
+        if keep_l:
+            out.append((text if keep_l == n else set_cell_size(text, keep_l), _style(st)))
+        if mark_style is None and end > left:
+            out.append(("…", _style(st)))
+            mark_style = _style(st)
+        if keep_r and keep_l != n:
+            tail = text
+            while _len(tail) > keep_r:
+                tail = tail[1:]
+            out.append((tail, _style(st)))
+    return out
+
+
+def fit(cell: Cell, width: int, align: str = "left", cut: str = "end") -> list[tuple[str, Style]]:
+    """The cell's spans cut (at the end, or in the middle) or padded to exactly ``width`` cells."""
     if isinstance(cell, str) and cell.isascii() and len(cell) <= width:  # the common case, fast
         pad = " " * (width - len(cell))
         return [(pad + cell if align == "right" else cell + pad, _EMPTY)]
@@ -84,6 +114,8 @@ def fit(cell: Cell, width: int, align: str = "left") -> list[tuple[str, Style]]:
     for t, _ in spans:
         total += len(t) if t.isascii() else cell_len(t)
     out: list[tuple[str, Style]] = []
+    if total > width and cut == "middle" and width >= 3:
+        return _cut_middle(spans, total, width)
     if total > width:
         room = width - 1
         for text, st in spans:
@@ -190,7 +222,7 @@ class VirtualTable(ScrollView, can_focus=True):
         self.sort_column: str | None = None
         self.sort_descending = True
         self.empty_text = "nothing to show"
-        self._pass_styles = None
+        self._pass_styles: tuple[Style, Style, Style, Style, Style] | None = None
         self._row_version: Any = None
         self._row_ids: Sequence[Any] | None = None
         #: (row id, cursor?) -> Strip of the current data version and layout
@@ -316,7 +348,7 @@ class VirtualTable(ScrollView, can_focus=True):
             self._pass_styles = None
 
     def _styles(self) -> tuple[Style, Style, Style, Style, Style]:
-        st = getattr(self, "_pass_styles", None)
+        st = self._pass_styles
         if st is None:
             st = (
                 self.rich_style,
@@ -373,13 +405,14 @@ class VirtualTable(ScrollView, can_focus=True):
                 cell = self._cell(row, col.key)
             except Exception as exc:  # a bad cell must not take the screen down
                 cell = (f"<{type(exc).__name__}>", "#e5c07b")
-            for text, st in fit(cell, w, col.align):
+            for text, st in fit(cell, w, col.align, col.cut):
                 if st is _EMPTY:
                     style = row_style
                 else:
-                    style = combined.get(st)
-                    if style is None:
-                        style = combined[st] = row_style + st
+                    known = combined.get(st)
+                    if known is None:
+                        known = combined[st] = row_style + st
+                    style = known
                 if styles and styles[-1] is style:
                     texts[-1] += text
                 else:

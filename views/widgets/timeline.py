@@ -8,6 +8,7 @@ A click on the bar seeks there (:func:`time_at`).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -16,18 +17,33 @@ from fipstop.views import format as fmt
 from fipstop.views import palette
 
 if TYPE_CHECKING:  # pragma: no cover
-    from fipstop.replay import Timeline
+    from fipstop.recording.replay import Timeline
 
-MARK_DROPS, MARK_BANS, MARK_FINDINGS = 1, 2, 4  # fipstop.recording's bits (kept import-free)
+MARK_DROPS, MARK_BANS, MARK_FINDINGS = 1, 2, 4  # fipstop.recording.store's bits (kept import-free)
 _MARK_STYLE = ((MARK_DROPS, palette.DROPS), (MARK_BANS, "bold #c678dd"), (MARK_FINDINGS, "bold yellow"))
 _LEFT_PAD = 1
+
+
+#: a recording whose last frame is older than this is finished, not being written: its end says "end"
+FRESH_NS = 15_000_000_000
+
+
+def end_state(tl: Timeline, now_ns: int | None = None) -> str:
+    """At the end of the recording: "following" while it is being written
+    (its last frame is recent), "end" once it is finished; "" elsewhere.
+    A finished recording shown as "following" promised frames that never come."""
+    if not tl.following:
+        return "end" if tl.at_t_ns >= tl.last_t_ns else ""
+    now = time.time_ns() if now_ns is None else now_ns
+    return "following" if now - tl.last_t_ns <= FRESH_NS else "end"
 
 
 def _bar_geometry(tl: Timeline, width: int) -> tuple[int, int, str, str]:
     """(bar start column, bar width, left label, right label)."""
     left = fmt.clock(tl.first_t_ns) + " "
     speed = f"{tl.speed:g}x"
-    right = " " + fmt.clock(tl.last_t_ns) + ("  following" if tl.following else "") + f"  {speed}"
+    state = end_state(tl)
+    right = " " + fmt.clock(tl.last_t_ns) + (f"  {state}" if state else "") + f"  {speed}"
     bar_w = max(width - _LEFT_PAD - len(left) - len(right), 4)
     return _LEFT_PAD + len(left), bar_w, left, right
 
@@ -40,12 +56,12 @@ def timeline_text(tl: Timeline, width: int) -> Text:
         i = min(max(int((t - tl.first_t_ns) * bar_w / span), 0), bar_w - 1)
         cells[i] |= m
     at = min(max(int((tl.at_t_ns - tl.first_t_ns) * bar_w / span), 0), bar_w - 1)
-    t = Text(no_wrap=True, overflow="ellipsis")
-    t.append(" " * _LEFT_PAD)
-    t.append(left, style=palette.LABEL)
+    out = Text(no_wrap=True, overflow="ellipsis")
+    out.append(" " * _LEFT_PAD)
+    out.append(left, style=palette.LABEL)
     for i, m in enumerate(cells):
         if i == at:
-            t.append("●", style="bold")
+            out.append("●", style="bold")
             continue
         style = palette.LABEL
         ch = "━"
@@ -53,9 +69,9 @@ def timeline_text(tl: Timeline, width: int) -> Text:
             if m & bit:
                 style, ch = st, "▲"
                 break
-        t.append(ch, style=style if i < at or m else palette.ZERO)
-    t.append(right, style=palette.LABEL)
-    return t
+        out.append(ch, style=style if i < at or m else palette.ZERO)
+    out.append(right, style=palette.LABEL)
+    return out
 
 
 def time_at(tl: Timeline, width: int, x: int) -> int | None:
@@ -67,29 +83,25 @@ def time_at(tl: Timeline, width: int, x: int) -> int | None:
     return tl.first_t_ns + int((x - start + 0.5) * span / bar_w)
 
 
-def next_mark(times: list[int], at_ns: int, direction: int, gap_ns: int) -> int | None:
-    """Where the next (direction > 0) or previous run of marks starts.
+def run_starts(times: list[int], gap_ns: int) -> list[int]:
+    """The first mark of each run: marked frames come in runs (a drop lasts
+    several frames); a mark more than ``gap_ns`` after the one before starts a run."""
+    out: list[int] = []
+    prev: int | None = None
+    for t in sorted(times):
+        if prev is None or t - prev > gap_ns:
+            out.append(t)
+        prev = t
+    return out
 
-    Marked frames come in runs (a drop lasts several frames): standing in a
-    run, "next" skips to the first mark more than ``gap_ns`` after the run's
-    end, and "previous" to the start of the run before the current one."""
+
+def next_mark(times: list[int], at_ns: int, direction: int, gap_ns: int) -> int | None:
+    """Where the next (``}``, direction > 0) or previous (``{``) run of marks
+    starts: the nearest run start after ``at_ns``, or before it.  The two
+    mirror each other, as vim's paragraph keys: standing inside a run, ``}``
+    goes to the next run and ``{`` to the start of this one; from a run's
+    start, ``{`` goes to the run before."""
+    starts = run_starts(times, gap_ns)
     if direction > 0:
-        prev = at_ns
-        for t in (t for t in times if t > at_ns):
-            if t - prev > gap_ns:
-                return t
-            prev = t
-        return None
-    earlier = [t for t in times if t < at_ns]
-    nxt = at_ns
-    for i in range(len(earlier) - 1, -1, -1):
-        t = earlier[i]
-        if nxt - t > gap_ns:
-            run_start = t
-            for u in reversed(earlier[:i]):
-                if run_start - u > gap_ns:
-                    break
-                run_start = u
-            return run_start
-        nxt = t
-    return None
+        return next((t for t in starts if t > at_ns), None)
+    return next((t for t in reversed(starts) if t < at_ns), None)

@@ -1,0 +1,1 @@
+"""``fipstop bench attack``: the attack end to end (see :mod:`fipstop.bench.attack.run`)."""

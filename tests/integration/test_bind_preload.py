@@ -1,0 +1,312 @@
+"""``fipstop wrap --bind``: BIND 9's query lines taken at ns_client_log
+(libfips_bind.so), byte for byte what BIND itself writes.
+
+The oracle is BIND in the same process.  With ``FIPS_BIND_VERIFY=1`` the
+preload writes its record and then passes the call on to BIND, whose
+``queries`` category goes to a file channel (``print-time yes``) and to a
+syslog channel (the drop-in, into the same ring).  So for every query the
+ring holds the preload's record immediately followed by BIND's own, and the
+file holds BIND's line: the two records must be equal byte for byte, and the
+preload's text after ``<30>named[PID]: `` must be the file's line after its
+timestamp.  The queries cover each field of the line: TCP, DO, CD, no
+recursion, no EDNS, no cookie, ECS, a TSIG signer (``/key``), a class other
+than IN, an escaped name, a long name, NXDOMAIN; once without views and once
+inside a view (``: view NAME``).
+
+Without the verify switch the query lines reach only the rings (the file
+channel gets none of them: the preload took them), other categories still
+follow named.conf, and a process without BIND's libns (or with another one)
+logs through the drop-in after one line on stderr saying so.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from fipstop.bench.bind.dns import free_port
+from fipstop.bench.bind.procs import find_program, start_named, stop_process
+
+pytestmark = [pytest.mark.integration, pytest.mark.root]
+
+REPO = Path(__file__).resolve().parents[2]
+BIND_SHIM = REPO / "fipstop" / "lib" / "libfips_bind.so"
+NAMED = find_program("named")
+DIG = find_program("dig")
+CC = shutil.which("cc") or shutil.which("gcc")
+ZONE = "example.test"
+DOMAIN = "bindpre"
+SECRET = base64.b64encode(b"fipstop-bind-preload-test-key-32").decode()
+LONG = ".".join(["l" * 63] * 3)
+# one dig batch line per query: every flag and field of the query-log line
+QUERIES = [
+    f"h1.{ZONE} A",
+    f"nx1.{ZONE} AAAA",
+    f"+dnssec h3.{ZONE} A",
+    f"+nocookie h4.{ZONE} A",
+    f"+noedns h5.{ZONE} A",
+    f"+cdflag h6.{ZONE} A",
+    f"+norecurse h7.{ZONE} A",
+    f"+subnet=192.0.2.0/24 h9.{ZONE} A",
+    f"a\\032b.{ZONE} TXT",
+    f"{LONG}.{ZONE} A",
+] + [f"q{i}.{ZONE} A" for i in range(40)]
+# dig's batch file takes these options only on its command line: one dig each
+SINGLE = [["+tcp", f"h2.{ZONE}", "A"], ["-y", f"hmac-sha256:fipskey:{SECRET}", f"h8.{ZONE}", "A"],
+          ["-c", "CH", "-t", "TXT", "version.bind"]]
+
+
+def _fipstop_argv() -> list[str]:
+    exe = Path(sys.executable).parent / "fipstop"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "fipstop"]
+
+
+def _named_conf(d: Path, port: int, view: bool) -> Path:
+    zone = d / f"{ZONE}.zone"
+    zone.write_text("\n".join([
+        "$TTL 300",
+        f"@ IN SOA ns.{ZONE}. admin.{ZONE}. 1 3600 600 86400 300",
+        f"@ IN NS ns.{ZONE}.",
+        "ns IN A 127.0.0.1",
+        *(f"h{i} IN A 192.0.2.{i + 1}" for i in range(10)),
+        *(f"q{i} IN A 192.0.2.{i + 20}" for i in range(40)),
+    ]) + "\n", encoding="utf-8")
+    zone_stmt = f'zone "{ZONE}" {{ type primary; file "{zone}"; }};'
+    body = f'view "inside" {{ match-clients {{ any; }}; {zone_stmt} }};' if view else zone_stmt
+    conf = d / "named.conf"
+    conf.write_text(f"""key "fipskey" {{ algorithm hmac-sha256; secret "{SECRET}"; }};
+options {{
+    directory "{d}";
+    pid-file "{d}/named.pid";
+    session-keyfile "{d}/session.key";
+    listen-on port {port} {{ 127.0.0.1; }};
+    listen-on-v6 {{ none; }};
+    recursion no;
+    dnssec-validation no;
+    notify no;
+    querylog yes;
+}};
+controls {{ }};
+logging {{
+    channel main {{ file "{d}/named.log"; severity info; print-time yes; }};
+    channel qfile {{ file "{d}/queries.log"; severity info; print-time yes; }};
+    channel qsys {{ syslog daemon; severity info; }};
+    category default {{ main; }};
+    category general {{ main; }};
+    category queries {{ qfile; qsys; }};
+}};
+{body}
+""", encoding="utf-8")
+    return conf
+
+
+def _run_named(tmp: Path, *, verify: bool, view: bool = False,
+               preload: list[str] | None = None) -> tuple[list[tuple[int, bytes]], list[str], int, str]:
+    """named under `fipstop wrap --bind` (or, with ``preload``, with exactly
+    that LD_PRELOAD), the QUERIES sent with one dig batch; (ring records
+    (ring, payload), the file channel's query lines without their timestamp,
+    named's pid, named's output)."""
+    from fipstop import _fips
+
+    if NAMED is None or DIG is None:
+        pytest.skip("named and dig are needed (apt-get install bind9 bind9-dnsutils)")
+    if not BIND_SHIM.exists():
+        pytest.skip(f"{BIND_SHIM} is not built (apt-get install bind9-dev; make lib)")
+    d = tmp / "named"
+    d.mkdir()
+    d.chmod(0o755)
+    shm = tmp / "shm"
+    shm.mkdir()
+    port = free_port()
+    conf = _named_conf(d, port, view)
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    if verify:
+        env["FIPS_BIND_VERIFY"] = "1"
+    argv = [*_fipstop_argv(), "--shm-dir", str(shm), "wrap", "--bind", "--domain", DOMAIN, "--",
+            NAMED, "-f", "-c", str(conf), "-n", "2"]
+    if preload:
+        _fips.Domain(DOMAIN, str(shm), create=True).close()
+        env.update(LD_PRELOAD=" ".join(preload), FIPS_DOMAIN=DOMAIN, FIPS_SHM_DIR=str(shm))
+        argv = argv[argv.index("--") + 1:]
+    proc, why = start_named(argv, d, port, env)
+    assert proc is not None, why
+    try:
+        batch = d / "batch.txt"
+        batch.write_text("".join(f"{q}\n" for q in QUERIES), encoding="utf-8")
+        r = subprocess.run([DIG, "@127.0.0.1", "-p", str(port), "+time=2", "+tries=2", "-f", str(batch)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        for args in SINGLE:
+            r = subprocess.run([DIG, "@127.0.0.1", "-p", str(port), "+time=2", "+tries=2", *args],
+                               capture_output=True, text=True, timeout=30)
+            assert r.returncode == 0, r.stderr
+        pid = proc.pid
+    finally:
+        rc = stop_process(proc)
+    assert rc == 0, (d / "named.out").read_text(errors="replace")[-2000:]
+    dom = _fips.Domain(DOMAIN, shm, create=False)
+    cons = _fips.Consumer(dom, "test")
+    records: list[tuple[int, bytes]] = []
+    try:
+        while (b := cons.read(4096)) is not None:
+            assert b.lost == 0
+            records += [(b.ring, p) for p in b.payloads()]
+            b.release()
+    finally:
+        cons.close()
+        dom.close()
+    lines = [ln.split(" ", 2)[2] for ln in (d / "queries.log").read_text(encoding="utf-8").splitlines()
+             if " query: " in ln]
+    return records, lines, pid, (d / "named.out").read_text(errors="replace")
+
+
+@pytest.mark.parametrize("view", [False, True], ids=["no-view", "view"])
+def test_preload_lines_are_byte_identical_to_binds(tmp_path: Path, view: bool) -> None:
+    records, file_lines, pid, out = _run_named(tmp_path, verify=True, view=view)
+    assert "fipstop wrap --bind" not in out, out  # the preload did not fall back
+    head = f"<30>named[{pid}]: ".encode()
+    by_ring: dict[int, list[bytes]] = {}
+    for ring, p in records:
+        if b": query: " in p:
+            by_ring.setdefault(ring, []).append(p)
+    ours: list[bytes] = []
+    for ring, recs in by_ring.items():
+        # the preload's record, then BIND's own through the drop-in: equal pairs
+        assert len(recs) % 2 == 0, (ring, recs[-3:])
+        for a, b in zip(recs[0::2], recs[1::2]):
+            assert a == b, f"preload {a!r}\n   BIND {b!r}"
+            ours.append(a)
+    assert all(p.startswith(head) for p in ours), ours[:3]
+    texts = [p[len(head):].decode() for p in ours]
+    # every query BIND wrote to its file channel, the preload wrote too
+    assert Counter(texts) == Counter(file_lines)
+    assert len(file_lines) >= len(QUERIES) + len(SINGLE)  # + the readiness probe's SOA queries
+    joined = "\n".join(file_lines)
+    for needle in ("/key fipskey", "IN A +SE(0)K", "(127.0.0.1) [ECS 192.0.2.0/24/0]", "a\\032b.example.test",
+                   "version.bind CH TXT", f"({LONG}.{ZONE})", "IN A -E(0)K", "IN A +E(0)DK", "IN A +E(0)CK",
+                   "IN A +E(0) ", "IN A + (127.0.0.1)", "IN A +E(0)TK"):
+        assert needle in joined, needle
+    assert (": view inside: query: " in joined) == view
+
+
+def test_preload_takes_the_queries_category_and_leaves_the_rest(tmp_path: Path) -> None:
+    records, file_lines, pid, out = _run_named(tmp_path, verify=False)
+    assert "fipstop wrap --bind" not in out, out
+    assert file_lines == []  # taken before isc_log: no channel of the category saw them
+    queries = [p for _, p in records if b": query: " in p]
+    names = Counter(m.group(1).decode() for p in queries if (m := re.search(rb": query: (\S+) ", p)))
+    for q in (f"q{i}.{ZONE}" for i in range(40)):
+        assert names[q] == 1, q
+    assert len(queries) >= len(QUERIES) + len(SINGLE)
+    assert all(p.startswith(f"<30>named[{pid}]: client @0x".encode()) for p in queries)
+    log = (tmp_path / "named" / "named.log").read_text(errors="replace")
+    assert "all zones loaded" in log and "running" in log  # other categories: as named.conf says
+
+
+def test_preload_under_asan_and_ubsan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same byte-for-byte check with the preload built with AddressSanitizer
+    and UndefinedBehaviorSanitizer (preloaded after their runtimes): a read or
+    write outside a piece, the ring slot or a BIND structure stops named."""
+    if CC is None or NAMED is None:
+        pytest.skip("needs a C compiler and named")
+    libns = subprocess.run([CC, "-print-file-name=libns.so"], capture_output=True, text=True).stdout.strip()
+    rts = [subprocess.run([CC, f"-print-file-name={n}"], capture_output=True, text=True).stdout.strip()
+           for n in ("libasan.so", "libubsan.so")]
+    if not os.path.isabs(libns) or not all(os.path.isabs(r) and os.path.exists(r) for r in rts):
+        pytest.skip("needs libns.so (bind9-dev) and the ASan/UBSan runtimes")
+    lib = tmp_path / "libfips_bind_asan.so"
+    csrc = REPO / "fipstop" / "csrc"
+    subprocess.run([CC, "-O1", "-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-std=c11",
+                    "-D_GNU_SOURCE", "-DHAVE_STDATOMIC_H=1", "-fPIC", "-shared", f"-I{csrc}",
+                    f'-DFIPS_BIND_LIBNS="{os.path.basename(os.path.realpath(libns))}"', str(csrc / "fips_bind.c"),
+                    str(csrc / "fips_bind_layout.c"), str(csrc / "fips.c"), "-o", str(lib), "-ldl", "-lpthread"],
+                   check=True)
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:halt_on_error=1")
+    monkeypatch.setenv("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+    records, file_lines, pid, out = _run_named(tmp_path, verify=True,
+                                               preload=[os.path.realpath(r) for r in rts] + [str(lib)])
+    assert "Sanitizer" not in out and "runtime error" not in out, out[-3000:]
+    queries = [p for _, p in records if b": query: " in p]
+    assert len(queries) == 2 * len(file_lines) and len(file_lines) >= len(QUERIES) + len(SINGLE)
+
+
+def _wrap(shm: Path, *cmd: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    return subprocess.run([*_fipstop_argv(), "--shm-dir", str(shm), "wrap", "--bind", "--domain", DOMAIN, "--",
+                           *cmd], capture_output=True, text=True, timeout=60, env=env)
+
+
+def _payloads(shm: Path) -> list[bytes]:
+    from fipstop import _fips
+
+    with _fips.Domain(DOMAIN, shm, create=False) as dom:
+        cons = _fips.Consumer(dom, "t")
+        out: list[bytes] = []
+        while (b := cons.read(1024)) is not None:
+            out += b.payloads()
+            b.release()
+        cons.close()
+    return out
+
+
+def test_no_libns_falls_back_to_the_drop_in_with_one_line(tmp_path: Path) -> None:
+    if not BIND_SHIM.exists():
+        pytest.skip(f"{BIND_SHIM} is not built")
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    r = _wrap(shm, sys.executable, "-c", "import syslog; syslog.syslog('hello from python')")
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("fipstop wrap --bind:")]
+    assert len(lines) == 1 and "no ns_client_log/ns_client_logv in this process" in lines[0], r.stderr
+    assert any(p.endswith(b"hello from python") for p in _payloads(shm))
+
+
+FAKE_LIBNS = r"""
+#include <stdarg.h>
+#include <stdio.h>
+#include <syslog.h>
+void ns_client_logv(void *c, void *cat, void *mod, int level, const char *fmt, va_list ap) {
+    char buf[256]; (void)c; (void)cat; (void)mod; (void)level;
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    syslog(LOG_DAEMON | LOG_INFO, "fake libns: %s", buf);
+}
+void ns_client_log(void *c, void *cat, void *mod, int level, const char *fmt, ...) {
+    va_list ap; va_start(ap, fmt); ns_client_logv(c, cat, mod, level, fmt, ap); va_end(ap);
+}
+int isc_log_wouldlog(void *lctx, int level) { (void)lctx; (void)level; return 1; }
+void *ns_lctx;
+"""
+FAKE_MAIN = r"""
+void ns_client_log(void *c, void *cat, void *mod, int level, const char *fmt, ...);
+int main(void) { int x; ns_client_log(&x, 0, 0, -1, "query: %s %s", "a.example", "IN"); return 0; }
+"""
+
+
+def test_other_libns_falls_back_to_the_drop_in_with_one_line(tmp_path: Path) -> None:
+    """A libns that is not the one the preload was built for (here a small
+    stand-in with another file name) keeps its own ns_client_log: its lines
+    reach the ring through syslog(3) and the drop-in."""
+    if not BIND_SHIM.exists() or CC is None:
+        pytest.skip("needs libfips_bind.so and a C compiler")
+    lib = tmp_path / "libns-9.99.0-Other.so"
+    (tmp_path / "fake.c").write_text(FAKE_LIBNS)
+    (tmp_path / "main.c").write_text(FAKE_MAIN)
+    subprocess.run([CC, "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "fake.c")], check=True)
+    prog = tmp_path / "fakenamed"
+    subprocess.run([CC, "-o", str(prog), str(tmp_path / "main.c"), str(lib), f"-Wl,-rpath,{tmp_path}"], check=True)
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    r = _wrap(shm, str(prog))
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("fipstop wrap --bind:")]
+    assert len(lines) == 1, r.stderr
+    assert "libns is libns-9.99.0-Other.so, this preload was built with the headers of libns-" in lines[0]
+    assert any(p.endswith(b"fake libns: query: a.example IN") for p in _payloads(shm))
