@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import IO
 
 from fipstop.bench.fipsipc_proto import build_program, write_config
-from fipstop.probes.fipsipc import ftok, read_sysvipc
+from fipstop.model.fipsipc import derive_fipsipc
+from fipstop.probes.fipsipc import FipsIpcProbe, ftok, read_sysvipc
 
 BATCH = 10
 THREADS = 16
@@ -118,6 +119,36 @@ class Run:
     def wait_attached(self, which: str, n: int = THREADS) -> None:
         r = self.reports[which]
         self.wait_for(lambda: r.attached >= n, f"{which}: {n} threads attached")
+
+    def wait_writers_running(self) -> None:
+        """Until every producer thread has committed a batch, so each has finished ``fips_buf_attach``.
+
+        The prototype's attach holds ``assignment_lock``, a process-shared mutex that is not robust (no
+        PTHREAD_MUTEX_ROBUST): a producer killed while one of its threads attaches would leave it locked and
+        every reader thread blocked in ``update_cached_reader_values``.  Not seen here, but a test that kills the
+        producer to see what a dead writer looks like must not depend on where the kill lands."""
+        def running() -> bool:
+            s = FipsIpcProbe([self.shm_name], discover=False).sample()
+            v = derive_fipsipc(None, s)
+            return bool(v.segments) and sum(r.writer == "in use" and r.committed_pos > 0
+                                            for r in v.segments[0].rings) == THREADS
+        self.wait_for(running, "every producer thread attached and writing")
+
+    def release_race(self) -> str:
+        """What shows that the prototype's own release accounting broke, or "".
+
+        The consumer's 16 threads hold at most one batch of 10 each, so no reader can have more than
+        THREADS * BATCH slots taken and not released.  More means its commit_offset moved wrongly: the
+        prototype's fips_buf_list_add_sqe advances it outside the SQE list's lock on the in-order path (and its
+        list's read_index steps by sizeof(sqe)), so two reader threads sharing a segment while the readers are
+        reassigned (each writer thread's attach) can release a batch twice.  Seen here about once in 50 runs on
+        a loaded machine: released 6 slots past the writer's commit, taken 4090, and the consumer never drains
+        the ring again."""
+        s = FipsIpcProbe([self.shm_name], discover=False).sample()
+        v = derive_fipsipc(None, s)
+        bad = [q for seg in v.segments for q in seg.positions if q.taken_slots > THREADS * BATCH]
+        return "; ".join(f"reader {q.reader} ring {q.ring}: {q.taken_slots} slots taken, released at "
+                         f"{q.released_pos}" for q in bad)
 
     def wait_producer_blocked(self, quiet_s: float = 0.3) -> dict[int, int]:
         """Until every producer thread reports a full ring and its count stays

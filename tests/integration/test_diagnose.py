@@ -119,11 +119,31 @@ def test_dead_consumer(actors: Actors, shm_dir: Path) -> None:
     assert f["evidence"]["lag_growth_per_s"] > 0 and f["evidence"]["process_alive"] is True
 
 
+def busy_ns(pid: int) -> tuple[int, int]:
+    """``pid``'s CPU time and its threads' run-queue wait so far, in ns, read
+    from /proc directly (the test's own oracle, not fipstop's CPU probe)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    wait = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            wait += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return cpu, wait
+
+
 def test_ips_cpu_saturated(actors: Actors, shm_dir: Path) -> None:
     actors.produce(500, ring=1 << 20)
     p = actors.consume("burner", "burn")
     time.sleep(0.5)
+    t0, (c0, w0) = time.monotonic_ns(), busy_ns(p.pid)
     doc = run_diagnose(shm_dir, "--no-profile", duration=3.0)
+    t1, (c1, w1) = time.monotonic_ns(), busy_ns(p.pid)
+    # what the burner really did over (a little more than) the diagnosis window, in % of one core
+    cpu, wait = 100 * (c1 - c0) / (t1 - t0), 100 * (w1 - w0) / (t1 - t0)
+    assert cpu + wait >= 120, f"the burner was not saturated (cpu {cpu:.0f} %, run queue {wait:.0f} %): the set-up"
+    assert doc["findings"], f"no finding, while the burner used {cpu:.0f} % of a core and waited {wait:.0f} % for one"
     f = top(doc)
     assert f["id"] == "consumer-cpu" and "burner" in f["title"], f
     assert f["evidence"]["cpu_pct"] + f["evidence"].get("runqueue_pct", 0) >= 85 and f["evidence"]["pid"] == p.pid

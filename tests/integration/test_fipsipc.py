@@ -172,24 +172,42 @@ def test_killed_reader_is_diagnosed(run: Run, shm_dir: Path) -> None:
     assert "fipsipc-writer-gone" not in ids
 
 
-def test_killed_writer_is_diagnosed(run: Run, shm_dir: Path) -> None:
-    run.start("consumer")
-    run.wait_attached("consumer")
-    run.start("producer")
-    time.sleep(0.5)
-    run.kill("producer")
-    src = live(run, shm_dir)
-    try:
-        run.wait_for(lambda: all(r.lag_slots == 0 for r in view(run).rings), "the consumer catching up")
-        snaps = window(src)
-    finally:
-        src.close()
-    seg = snaps[-1].fipsipc.segments[0]  # type: ignore[union-attr]
-    assert seg.gone == 1 and seg.attached == 1 and seg.writer_moved is False
-    found = diagnose(snaps)
-    ids = [f.id for f in found]
-    assert "fipsipc-writer-gone" in ids, found
-    assert "fipsipc-reader-gone" not in ids
+def test_killed_writer_is_diagnosed(tmp_path: Path, shm_dir: Path) -> None:
+    # Up to three fresh segments: the prototype's own release race (Run.release_race) can leave a reader that
+    # never drains, whatever fipstop does; a try is repeated only when that is what happened.
+    races = []
+    for attempt in range(3):
+        d = tmp_path / f"try{attempt}"
+        d.mkdir()
+        run = Run(d)
+        try:
+            run.start("consumer")
+            run.wait_attached("consumer")
+            run.start("producer")
+            run.wait_writers_running()  # not during an attach (see there)
+            time.sleep(0.2)
+            run.kill("producer")
+            src = live(run, shm_dir)
+            try:
+                def drained(r: Run = run) -> bool:
+                    return all(x.lag_slots == 0 for x in view(r).rings) or bool(r.release_race())
+                run.wait_for(drained, "the consumer catching up")
+                if why := run.release_race():
+                    races.append(why)
+                    continue
+                snaps = window(src)
+            finally:
+                src.close()
+        finally:
+            run.close()
+        seg = snaps[-1].fipsipc.segments[0]  # type: ignore[union-attr]
+        assert seg.gone == 1 and seg.attached == 1 and seg.writer_moved is False
+        found = diagnose(snaps)
+        ids = [f.id for f in found]
+        assert "fipsipc-writer-gone" in ids, found
+        assert "fipsipc-reader-gone" not in ids
+        return
+    raise AssertionError(f"the prototype's release race in every try: {races}")
 
 
 def fipstop(*args: str) -> subprocess.CompletedProcess[str]:

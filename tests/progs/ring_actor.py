@@ -37,8 +37,9 @@ def consume(domain: str, shm: str, name: str, seconds: float, mode: str) -> None
     dom = Domain(domain, shm)
     c = Consumer(dom, name)
     if mode == "burn":
-        # a second matching thread (hashlib drops the GIL): the process stays
-        # above one core even when the VM's host steals some of it
+        # two more matching threads (hashlib drops the GIL): the process wants
+        # three cores on a two-core machine, so it stays saturated (running or
+        # waiting for a CPU) even when the VM's host steals some of them
         import hashlib
         import threading
 
@@ -47,7 +48,8 @@ def consume(domain: str, shm: str, name: str, seconds: float, mode: str) -> None
             while True:
                 hashlib.sha256(block).digest()
 
-        threading.Thread(target=spin, daemon=True).start()
+        for _ in range(2):
+            threading.Thread(target=spin, daemon=True).start()
     print("ready", flush=True)
     end = time.monotonic() + seconds
     while time.monotonic() < end:
