@@ -18,11 +18,11 @@ import struct
 from dataclasses import dataclass
 from typing import BinaryIO
 
-__all__ = ["ElfFile", "find_needed", "needed_libraries", "open_elf", "slot_relocated"]
+__all__ = ["ElfFile", "find_needed", "needed_libraries", "open_elf", "own_libraries", "slot_relocated"]
 
 MAX_TABLE = 64 << 20
 SHT_RELA, SHT_DYNAMIC, SHT_DYNSYM = 4, 6, 11
-DT_NEEDED = 1
+DT_NEEDED, DT_RPATH, DT_RUNPATH = 1, 15, 29
 # relocations that bind a call or a function pointer to whatever symbol the loader finds first
 SLOT_RELOCS = {62: (7, 6), 183: (1026, 1025)}  # e_machine: x86-64 (JUMP_SLOT, GLOB_DAT), aarch64
 LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
@@ -68,6 +68,34 @@ def _cstr(tab: bytes, i: int) -> str:
 
 def needed_libraries(path: str) -> list[str] | None:
     """The DT_NEEDED names of an ELF file, in order, or None when unreadable."""
+    dyn = _dynamic_strings(path)
+    return None if dyn is None else [v for t, v in dyn if t == DT_NEEDED]
+
+
+def own_libraries(path: str) -> list[str] | None:
+    """The libraries ``path`` needs that its own DT_RUNPATH / DT_RPATH finds
+    (``$ORIGIN`` expanded), not the system's: a program's own code that lives
+    in a library, as pyenv's python keeps its interpreter in libpython.  None
+    when the file cannot be read."""
+    dyn = _dynamic_strings(path)
+    if dyn is None:
+        return None
+    origin = os.path.dirname(os.path.realpath(path))
+    dirs = [d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
+            for t, v in dyn if t in (DT_RPATH, DT_RUNPATH) for d in v.split(":") if d]
+    out = []
+    for name in (v for t, v in dyn if t == DT_NEEDED and "/" not in v):
+        for d in dirs:
+            lib = os.path.join(d, name)
+            if os.path.isfile(lib):
+                out.append(lib)
+                break
+    return out
+
+
+def _dynamic_strings(path: str) -> list[tuple[int, str]] | None:
+    """The (tag, string) entries of an ELF file's dynamic section whose value
+    is a string (NEEDED, RPATH, RUNPATH), in order; None when unreadable."""
     try:
         with open(path, "rb") as f:
             elf = open_elf(f)
@@ -83,8 +111,8 @@ def needed_libraries(path: str) -> list[str] | None:
                     tag, val = struct.unpack_from("<qQ", dyn, i * 16)
                     if tag == 0:
                         break
-                    if tag == DT_NEEDED and val < len(strtab):
-                        out.append(_cstr(strtab, val))
+                    if tag in (DT_NEEDED, DT_RPATH, DT_RUNPATH) and val < len(strtab):
+                        out.append((tag, _cstr(strtab, val)))
                 return out
             return []
     except (OSError, struct.error, ValueError):

@@ -155,16 +155,32 @@ def warn_if_bind_cannot_interpose(exe: str) -> None:
               file=sys.stderr)
 
 
+#: a program that imports one of these can load code (a Python or Perl module) that calls syslog(3)
+CODE_LOADERS = frozenset({"dlopen", "dlmopen"})
+
+
 def warn_if_not_syslog(exe: str, domain: str) -> None:
-    """One line on stderr when ``exe`` imports none of the functions the
-    shim replaces: whatever it logs bypasses the shim."""
+    """One line on stderr when ``exe`` certainly calls none of the functions
+    the shim replaces: whatever it logs bypasses the shim.
+
+    Certain means: neither the executable nor its own libraries (found by its
+    RUNPATH: pyenv's python is a stub over libpython) import a syslog(3)
+    function or dlopen - an interpreter loads its syslog module at run time.
+    The system's libraries are not counted: libgcrypt imports syslog for its
+    own FIPS-mode messages, and util-linux logger, which needs it, still
+    writes its own lines to /dev/log."""
+    from fipstop.elfdyn import own_libraries
     from fipstop.preload import SYSLOG_FUNCTIONS, elf_kind, imported_functions
 
     if elf_kind(exe) != "dynamic":
         return  # a script: its interpreter decides (python3 calls syslog(3))
-    names = imported_functions(exe)
-    if names is None or names & SYSLOG_FUNCTIONS:
+    libs = own_libraries(exe)
+    if libs is None:
         return
+    for obj in (exe, *libs):
+        names = imported_functions(obj)
+        if names is None or names & (SYSLOG_FUNCTIONS | CODE_LOADERS):
+            return
     name = escape_text(os.path.basename(exe))
     print(f"fipstop wrap: warning: {name} calls no syslog(3) function ({', '.join(sorted(SYSLOG_FUNCTIONS))}), "
           f"so the shim sees none of its logging: it writes to /dev/log itself, as util-linux logger does. "

@@ -9,7 +9,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,6 +121,25 @@ def test_wrap_logger_says_it_writes_dev_log_itself(tmp_path: Path) -> None:
     assert len(ours) == 1 and ours[0].startswith("fipstop wrap: warning: logger calls no syslog(3) function"), err
     assert "writes to /dev/log itself, as util-linux logger does" in ours[0]
     assert "--watch-socket /dev/log" in ours[0] and "fipstop wrap --domain w -- python3 -c" in ours[0]
+
+
+def test_wrap_an_interpreter_that_loads_its_syslog_module_says_nothing(capsys) -> None:
+    """pyenv's python (this venv's) imports no syslog(3) function itself: its syslog module is loaded at run
+    time by libpython, which its RUNPATH finds. No warning, and the oracle is the loader's own view (ldd)."""
+    from fipstop.commands.wrap import warn_if_not_syslog
+    from fipstop.elfdyn import own_libraries
+
+    exe = os.path.realpath(sys.executable)
+    names = imported_functions(exe)
+    assert names is not None
+    libs = own_libraries(exe)
+    assert libs is not None
+    if shutil.which("ldd"):
+        out = subprocess.run(["ldd", exe], capture_output=True, text=True, check=True).stdout
+        resolved = {ln.split("=>")[1].split("(")[0].strip() for ln in out.splitlines() if "=>" in ln}
+        assert set(libs) <= {os.path.realpath(p) for p in resolved} | resolved
+    warn_if_not_syslog(exe, "w")
+    assert capsys.readouterr().err == ""
 
 
 def test_wrap_a_syslog_caller_says_nothing(progs: dict[str, Path], capsys) -> None:
