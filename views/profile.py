@@ -35,6 +35,7 @@ from textual.widgets.tree import TreeNode
 from fipstop.probes.threads import CATEGORIES
 from fipstop.profile.accumulate import lost_stack_shares
 from fipstop.profile.render import extra_text
+from fipstop.profile.session import folded_note
 from fipstop.textsafe import escape_text
 from fipstop.views import format as fmt
 from fipstop.views import palette
@@ -505,5 +506,7 @@ class ProfileScreen(FipsScreen):
             self.app.call_from_thread(self.notify, f"export failed: {e.strerror or e}", severity="error")
             return
         self.exported = path
-        self.app.call_from_thread(self.notify, f"wrote {len(lines)} folded stacks to {path}")
+        # the unit with the file: off-CPU weights are microseconds, on-CPU ones samples (flamegraph.pl needs to know)
+        self.app.call_from_thread(self.notify, f"wrote {len(lines)} folded stacks to {path}; {folded_note(self.which)}",
+                                  timeout=10)
         self.app.call_from_thread(self.refresh_view)

@@ -79,6 +79,13 @@ async def test_e_exports_folded_stacks(tmp_path: Path, monkeypatch) -> None:
         lines = out.read_text().splitlines()
         assert lines and all(ln.rsplit(" ", 1)[1].isdigit() for ln in lines)
         assert any(ln.endswith("__vfprintf_internal 41") for ln in lines)
+        # the message names the weights' unit (samples here; off-CPU: microseconds)
+        await until(pilot, lambda: any("folded stacks to" in str(n.message) for n in app._notifications))
+        said = " ".join(str(n.message) for n in app._notifications)
+        assert "on-CPU weights are samples" in said, said
+        await pilot.press("o", "e")
+        await until(pilot, lambda: list(tmp_path.glob("*-offcpu-*.folded")))
+        await until(pilot, lambda: "off-CPU weights are microseconds" in " ".join(str(n.message) for n in app._notifications))
 
 
 async def test_hostile_thread_names_are_escaped() -> None:
