@@ -56,6 +56,9 @@ def answers() -> dict[str, list[dict[str, Any]]]:
         "lag_s": [cons(A, "ips", 0), cons(B, "archiver", "NaN")],
         "heartbeat_age": [cons(A, "ips", 0.1), cons(B, "archiver", 0.2)],
         "domain_error": [],
+        # B's domain also has more logging threads than rings; A reports none dropped; C, D: no such series
+        "no_ring": [s(0, instance=A, domain="named"), s(1200, instance=B, domain="named")],
+        "no_ring_rate": [s(0, instance=A, domain="named"), s(30, instance=B, domain="named")],
     }
 
 

@@ -58,6 +58,10 @@ def _lab(sample: dict[str, Any], name: str) -> str:
 
 
 
+#: the two counters of dropped records: a ring full, no ring for the thread (the domain's ring table full)
+RING_FULL, NO_RING = "fips_ring_dropped_records_total", "fips_domain_no_ring_records_total"
+
+
 def check_fleet(config: FleetConfig, query: Query | None = None) -> Report:
     """The check over every target of ``config.job``; ``query`` (tests) replaces the HTTP API."""
     q = query or prometheus_query(config.url, config.timeout_s)
@@ -99,13 +103,21 @@ def check_fleet(config: FleetConfig, query: Query | None = None) -> Report:
         for s in q(f"fips_domain_writable_by_others{{{sel}}} == 1"):
             rep.add("permissions", WARNING, f"{_lab(s, 'instance')}: domain {_lab(s, 'domain')} is group- or "
                     "world-writable")
-        drops = q(f"sum by (instance) (rate(fips_ring_dropped_records_total{{{sel}}}[{w}]))")
+        # every drop, as the local check counts them: ring full (per ring) + no ring (per domain: its ring
+        # table was full); an exporter too old to report the second contributes the first only
+        drops = q(f"sum by (instance) (rate({{__name__=~\"{RING_FULL}|{NO_RING}\",{sel}}}[{w}]))")
+        no_ring = {_lab(s, "instance"): _value(s)
+                   for s in q(f"sum by (instance) (rate({NO_RING}{{{sel}}}[{w}]))") if math.isfinite(_value(s))}
         if drops:
             put("drops_per_s", round(sum(_value(s) for s in drops if math.isfinite(_value(s))), 3))
         for s in drops:
             st = level(_value(s), th.warn_drops_per_s, th.crit_drops_per_s)
             if st:
-                rep.add("drops", st, f"{_lab(s, 'instance')}: {_value(s):.0f} records/s dropped (ring full)")
+                inst = _lab(s, "instance")
+                nr = no_ring.get(inst, 0.0)
+                why = "; ".join(x for x in (f"ring full {_value(s) - nr:.0f}/s" if _value(s) - nr >= 0.5 else "",
+                                            f"no ring {nr:.0f}/s: a ring table full" if nr >= 0.5 else "") if x)
+                rep.add("drops", st, f"{inst}: {_value(s):.0f} records/s dropped ({why or 'ring full'})")
         fill = q(f"100 * (fips_ring_fill_ratio{{{sel}}} and on (instance, job, domain, ring) "
                  f"fips_ring_open{{{sel}}} == 1)")
         if fill:

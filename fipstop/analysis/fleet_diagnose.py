@@ -42,6 +42,14 @@ def diagnose_fleet(view: FleetView) -> list[Finding]:
             out.append(Finding("host-unknown", f"{h.instance}: scraped, but it exports no fipstop sample time "
                                "(not a fipstop serve?)", WARNING, 1.0, h.instance, {},
                                "point the scrape job at fipstop serve's /metrics"))
+        for dom, total, rate in h.no_ring_domains:
+            if rate:
+                out.append(Finding("no-ring", f"{h.instance}: domain {dom} drops {rate:.0f} records/s with no ring "
+                                   "to take them: its ring table is full", CRITICAL, rate, h.instance,
+                                   {"domain": dom, "no_ring_per_s": round(rate, 1), "records_no_ring": total,
+                                    "window": view.rate_window},
+                                   "more threads log than the domain has rings: recreate it with more "
+                                   "(`fipstop wrap --max-rings N`, or max_rings where the program creates it)"))
         for e in h.errors:
             out.append(Finding("domain-unreadable", f"{h.instance}: domain {e}", CRITICAL, 50.0, h.instance,
                                {"error": e}, "run fipstop check on that host"))

@@ -58,6 +58,9 @@ QUERIES: dict[str, str] = {
     "lag_s": "fips_consumer_lag_seconds{{{sel}}}",
     "heartbeat_age": "fips_consumer_heartbeat_age_seconds{{{sel}}}",
     "domain_error": "fips_domain_error{{{sel}}} == 1",
+    # records dropped because a domain's ring table was full (more logging threads than rings): drops too
+    "no_ring": "fips_domain_no_ring_records_total{{{sel}}}",
+    "no_ring_rate": "rate(fips_domain_no_ring_records_total{{{sel}}}[{w}])",
 }
 
 
@@ -75,6 +78,12 @@ class FleetHost:
     rings: int
     consumers: int
     errors: tuple[str, ...]  # domain files it cannot read: "domain: reason"
+    # records its domains dropped with no ring to take them (ring table full), summed over its domains; None:
+    # its exporter does not report them (an older fipstop serve), or no rate yet
+    no_ring_total: int | None = None
+    no_ring_per_s: float | None = None
+    #: per domain: (domain, total, rate)
+    no_ring_domains: tuple[tuple[str, int | None, float | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,9 +254,22 @@ def fleet_view(results: Mapping[str, Vector], *, at_s: float, url: str = "", job
     errors: dict[str, list[str]] = {}
     for s in vec("domain_error"):
         errors.setdefault(_label(s, "instance"), []).append(f"{_label(s, 'domain')}: {_label(s, 'reason')}")
+    nr_total = {k: _count(_value(s)) for k, s in _by(vec("no_ring"), "instance", "domain").items()}
+    nr_rate = {k: _value(s) for k, s in _by(vec("no_ring_rate"), "instance", "domain").items()}
     instances = sorted(set(states) | {r.instance for r in rings} | {c.instance for c in consumers})
+
+    def no_ring(inst: str) -> tuple[int | None, float | None, tuple[tuple[str, int | None, float | None], ...]]:
+        doms = tuple((d, nr_total.get((i, d)), nr_rate.get((i, d)))
+                     for (i, d) in sorted(set(nr_total) | set(nr_rate)) if i == inst)
+        totals = [t for _, t, _ in doms]
+        rates = [r for _, _, r in doms]
+        total = sum(t for t in totals if t is not None) if doms and None not in totals else None
+        rate = sum(r for r in rates if r is not None) if doms and None not in rates else None
+        return total, rate, doms
+
     hosts = tuple(FleetHost(inst, states.get(inst, "unknown"), ages.get(inst),
                             sum(1 for r in rings if r.instance == inst),
-                            sum(1 for c in consumers if c.instance == inst), tuple(errors.get(inst, ())))
+                            sum(1 for c in consumers if c.instance == inst), tuple(errors.get(inst, ())),
+                            *no_ring(inst))
                   for inst in instances)
     return FleetView(url, job, rate_window, at_s, hosts, tuple(rings), tuple(consumers))

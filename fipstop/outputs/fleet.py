@@ -23,13 +23,13 @@ __all__ = ["CONSUMER_COLUMNS", "CONSUMER_NUMERIC", "HOST_COLUMNS", "HOST_NUMERIC
 
 UNKNOWN = "?"
 
-HOST_COLUMNS = ("HOST", "STATE", "SAMPLE AGE", "RINGS", "CONSUMERS", "ERRORS")
+HOST_COLUMNS = ("HOST", "STATE", "SAMPLE AGE", "RINGS", "CONSUMERS", "NO RING", "NO RING/S", "ERRORS")
 RING_COLUMNS = ("HOST", "DOMAIN", "RING", "THREAD", "PID", "OPEN", "RECORDS", "DROPPED", "REC/S", "DROPS/S", "FILL",
                 "LAG", "LAG S")
 CONSUMER_COLUMNS = ("HOST", "DOMAIN", "CONSUMER", "HEALTH", "RELEASED", "REL/S", "LOST", "LAG", "LAG S",
                     "HEARTBEAT")
 #: which columns are numbers (right-aligned)
-HOST_NUMERIC = (False, False, True, True, True, False)
+HOST_NUMERIC = (False, False, True, True, True, True, True, False)
 RING_NUMERIC = (False, False, True, False, True, False, True, True, True, True, True, True, True)
 CONSUMER_NUMERIC = (False, False, False, False, True, True, True, True, True, True)
 
@@ -51,8 +51,8 @@ def _flag(v: bool | None, yes: str = "yes", no: str = "no") -> str:
 
 
 def host_cells(h: FleetHost) -> tuple[str, ...]:
-    return (h.instance, h.state, _secs(h.sample_age_s), str(h.rings), str(h.consumers),
-            "; ".join(h.errors) or "-")
+    return (h.instance, h.state, _secs(h.sample_age_s), str(h.rings), str(h.consumers), _int(h.no_ring_total),
+            _rate(h.no_ring_per_s), "; ".join(h.errors) or "-")
 
 
 def ring_cells(r: FleetRing) -> tuple[str, ...]:

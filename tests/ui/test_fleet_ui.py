@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fipstop.errors import FipsError
 from fipstop.fixtures_fleet import AT, A, B, C, D, fixture_query
+from fipstop.model.fleet import QUERIES
 from fipstop.sources.prometheus import FleetSourceConfig, PrometheusFleet
 from fipstop.views.fleet import FleetApp
 
@@ -51,7 +52,7 @@ async def test_failed_poll_is_said_and_the_last_view_kept() -> None:
 
     def flaky(expr: str, at: float | None = None):
         calls[0] += 1
-        if calls[0] > 20:  # the second poll fails (a poll is 20 queries)
+        if calls[0] > len(QUERIES):  # the second poll fails (a poll is one query each)
             raise FipsError("Prometheus at http://prom:9090: connection refused")
         return good(expr, at)
 

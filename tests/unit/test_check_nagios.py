@@ -277,6 +277,30 @@ def test_fleet_check_on_query_results() -> None:
     assert rep.status == UNKNOWN and "scrapes no target" in rep.status_line()
 
 
+def test_fleet_check_counts_no_ring_drops() -> None:
+    """As the local check: drops are ring full + no ring (the domain's ring table full), and the line says which."""
+    from fipstop.analysis.fleet import FleetConfig, check_fleet
+
+    def vec(*rows: tuple[dict[str, str], float]) -> list[dict]:
+        return [{"metric": m, "value": [0, repr(v)]} for m, v in rows]
+
+    answers = {
+        "up{": vec(({"instance": "dns1"}, 1), ({"instance": "dns2"}, 1)),
+        'sum by (instance) (rate({__name__=~"fips_ring_dropped_records_total|fips_domain_no_ring_records_total",':
+            vec(({"instance": "dns1"}, 150.0), ({"instance": "dns2"}, 0.0)),
+        "sum by (instance) (rate(fips_domain_no_ring_records_total{": vec(({"instance": "dns1"}, 120.0)),
+    }
+
+    def query(expr: str) -> list[dict]:
+        return next((v for k, v in answers.items() if expr.startswith(k)), [])
+
+    rep = check_fleet(FleetConfig("http://p:9090"), query)
+    assert rep.status == CRITICAL
+    line = rep.status_line()
+    assert "dns1: 150 records/s dropped (ring full 30/s; no ring 120/s: a ring table full)" in line, line
+    assert "'drops_per_s'=150;0;100;0;" in line
+
+
 def test_the_worst_state_does_not_depend_on_the_order() -> None:
     from itertools import permutations
 

@@ -110,3 +110,25 @@ def test_cli_bad_input_is_one_line(argv: list[str], said: str, capsys: pytest.Ca
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_no_ring_drops_per_host_and_a_finding() -> None:
+    """Records a domain dropped because its ring table was full are drops: each host's totals and rate are the
+    sum over its domains of what the exporter said; a host whose exporter says nothing shows unknown."""
+    a = answers()
+    a["no_ring"].append(s(7, instance=B, domain="unbound"))
+    a["no_ring_rate"].append(s(0.5, instance=B, domain="unbound"))
+    v = fleet_view(a, at_s=AT, rate_window="10s")
+    hosts = {h.instance: h for h in v.hosts}
+    assert (hosts[A].no_ring_total, hosts[A].no_ring_per_s) == (0, 0.0)
+    assert (hosts[B].no_ring_total, hosts[B].no_ring_per_s) == (1207, 30.5)
+    assert hosts[B].no_ring_domains == (("named", 1200, 30.0), ("unbound", 7, 0.5))
+    assert (hosts[C].no_ring_total, hosts[C].no_ring_per_s) == (None, None)  # not reported: unknown, not 0
+    text = format_fleet(v)
+    assert "NO RING" in text and "1207" in text
+    found = [f for f in diagnose_fleet(v) if f.id == "no-ring"]
+    assert [(f.subject, f.evidence["domain"], f.evidence["no_ring_per_s"]) for f in found] == [
+        (B, "named", 30.0), (B, "unbound", 0.5)]
+    doc = fleet_json(v)
+    json.dumps(doc, allow_nan=False)
+    assert {h["instance"]: h["no_ring_total"] for h in doc["hosts"]} == {A: 0, B: 1207, C: None, D: None}
