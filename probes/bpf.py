@@ -76,7 +76,9 @@ from fipstop.probes.bpf_decode import (
     build_locks,
     build_stacks,
     clean_user_frames,
+    inflight_rows,
     looks_like_call,
+    read_inflight,
     read_maps,
     region_of,
     text_ranges,
@@ -340,7 +342,13 @@ class BpfProfiler:
         self._load_ranges(_read(f"/proc/{self.pid}/maps"))
         read_maps(self._bpf, self.off_sample)  # drop what was counted before the text ranges were known
         self._last_ns = time.monotonic_ns()
+        self._set_window(self._last_ns)
         self.state = "running"
+
+    def _set_window(self, start_ns: int) -> None:
+        """Off-CPU time before ``start_ns`` is the previous interval's (see the window map)."""
+        table = self._bpf[b"window"]
+        table[table.Key(0)] = table.Leaf(start_ns)
 
     def _set_target(self) -> None:
         table = self._bpf[b"target"]
@@ -418,10 +426,13 @@ class BpfProfiler:
                     self._bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
                                                 fn_name=b"on_cpu", sample_freq=max(1, int(round(self.oncpu_hz))))
                 read_maps(self._bpf, self.off_sample)  # nothing counted while parked, but drain anyway
+                # threads that left the CPU before the detach and ran since, unseen: no period in progress
+                self._bpf[b"offstart"].clear()
             except Exception as exc:
                 self._fail(f"re-attaching the parked program failed: {type(exc).__name__}: {exc}")
                 return False
             self._last_ns = time.monotonic_ns()
+            self._set_window(self._last_ns)
             self.state = "running"
             return True
 
@@ -467,7 +478,15 @@ class BpfProfiler:
 
     def _sample(self, now: int) -> ProfileSample:
         bpf = self._bpf
+        # the interval is [_last_ns, now): from here on the program counts off-CPU time for the next one, and
+        # the periods in progress now are split here (their part so far is this interval's)
+        self._set_window(now)
+        inflight = read_inflight(bpf)
         off, on, fx, wk, errs = read_maps(bpf, self.off_sample)
+        more_off, more_fx = inflight_rows(inflight, self._last_ns, now, min_ns=self.offcpu_min_us * 1000,
+                                          off_sample=self.off_sample)
+        off += more_off
+        fx += more_fx
         alive = Path(f"/proc/{self.pid}").exists()
         maps_text = _read(f"/proc/{self.pid}/maps") if alive else ""
         resolve = self._resolver(bpf)

@@ -262,6 +262,56 @@ def text_ranges(maps_text: str, limit: int) -> tuple[list[tuple[int, int]], int]
     return merged, dropped
 
 
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """One entry of the offstart map: a followed thread off the CPU right now (since ``ts``; runnable again
+    since ``woken`` when that is not 0)."""
+
+    tid: int
+    ts: int
+    woken: int
+    ustack: int
+    kstack: int
+    runnable: int
+    kind: int  # 0, 1 mutex-like wait, 3 condvar-like wait
+    uaddr: int
+    scan: tuple[int, ...] = ()
+
+
+def inflight_rows(entries: Iterable[InFlight], start_ns: int, end_ns: int, *, min_ns: int, off_sample: int
+                  ) -> tuple[list[OffRow], list[FutexRow]]:
+    """The part inside [start_ns, end_ns) of the off-CPU periods still in progress at ``end_ns``, as the
+    program would count them had they ended then (blocked until woken, then waiting for a CPU; a lock wait
+    also in the futex rows, with no completed wait to count).  The program counts the rest from ``end_ns``
+    when they end, so each period is split at the interval's edge and no interval holds more of a thread's
+    time than it lasted.  Scaled by ``off_sample`` like the maps."""
+    off: list[OffRow] = []
+    fx: list[FutexRow] = []
+    for e in entries:
+        if e.ts >= end_ns:
+            continue  # began after the interval's end (read late): the next interval's
+        until = e.woken if e.ts <= e.woken < end_ns else end_ns
+        blocked = max(0, until - max(e.ts, start_ns))
+        waiting = max(0, end_ns - max(until, start_ns))
+        if waiting >= min_ns:
+            off.append(OffRow(e.tid, -2, -2, 2, waiting * off_sample))
+        if blocked >= min_ns:
+            off.append(OffRow(e.tid, e.ustack, e.kstack, e.runnable, blocked * off_sample, e.scan))
+        if e.kind in (1, 3) and blocked > 0:
+            fx.append(FutexRow(e.uaddr, e.tid, e.ustack, blocked * off_sample, 0, e.kind == 3, e.scan))
+    return off, fx
+
+
+def read_inflight(bpf) -> list[InFlight]:
+    """The offstart map of a loaded program, read without deleting (the program deletes an entry when its
+    thread runs again)."""
+    out = []
+    for k, v in bpf[b"offstart"].items():
+        out.append(InFlight(int(getattr(k, "value", k)), int(v.ts), int(v.woken), int(v.ustack), int(v.kstack),
+                            int(v.runnable), int(v.kind), int(v.uaddr), tuple(int(a) for a in v.scan.ip if a)))
+    return out
+
+
 def read_maps(bpf, off_sample: int = OFF_SAMPLE
               ) -> tuple[list[OffRow], list[OffRow], list[FutexRow], list[WakeRow], dict[str, int]]:
     """Read and delete every aggregation map of a loaded program (batch

@@ -20,6 +20,13 @@ contended producer making 236 k futex calls/s (most of which never block):
 more than a whole CPU.  What is lost: futex calls that return without
 blocking, which cost no waiting.
 
+An off-CPU period is split at the edges of the intervals user space reads
+(the ``window`` map holds the current interval's start; user space adds the
+part of the periods still in progress at the end, from ``offstart``): a lock
+wait of 2 s shows as its parts in the intervals it spans, never as 2 s in the
+interval it ended in - which put more of a thread's time in one interval than
+the interval lasted (a wait of 2.1 s in a 2 s window at load 9).
+
 Map sizes are fixed; a full map or a stack that could not be stored is
 counted in ``errors`` (indexes ``ERR_*``) and reported, never dropped silently.
 """
@@ -149,6 +156,18 @@ BPF_ARRAY(cachehits, u64, 2);  /* [0] stacks reused, [1] stacks taken */
 BPF_PERCPU_ARRAY(scratch, struct words_t, 1);
 /* [0]: the tgid profiled, set by user space (0: none yet; nothing matches) */
 BPF_ARRAY(target, u32, 1);
+/* when the interval user space reads next began (CLOCK_MONOTONIC ns, as
+ * bpf_ktime_get_ns; 0: not set): an off-CPU period that began before it
+ * counts from it, so no interval holds more of a thread's time than it
+ * lasted (user space adds the part of the periods still in progress at its
+ * end, from offstart, and moves this on) */
+BPF_ARRAY(window, u64, 1);
+
+static __always_inline u64 window_start(void) {
+    int z = 0;
+    u64 *w = window.lookup(&z);
+    return w ? *w : 0;
+}
 
 static __always_inline u32 target_tgid(void) {
     int z = 0;
@@ -322,8 +341,13 @@ TRACEPOINT_PROBE(sched, sched_switch) {
     u64 until = now;
     if (sp->woken >= sp->ts && sp->woken < now)
         until = sp->woken;
-    u64 delta = until - sp->ts;
-    u64 rq = now - until;
+    /* only what lies inside the current interval: the part before it was
+     * counted by user space at the interval's start (in progress then) */
+    u64 ws = window_start();
+    u64 from = sp->ts > ws ? sp->ts : ws;
+    u64 delta = until > from ? until - from : 0;
+    u64 rqfrom = until > ws ? until : ws;
+    u64 rq = now > rqfrom ? now - rqfrom : 0;
     struct key_t k = {};
     k.tid = next;
     k.ustack = sp->ustack;
