@@ -571,16 +571,27 @@ static pthread_once_t fips_once = PTHREAD_ONCE_INIT;
 
 static void domain_unref(fips_domain *d);
 
+/* A signal handler that logs while this thread closes a ring must neither
+ * write into it (CLOSED, another thread may take it) nor attach a new one
+ * into the slot being wiped: d goes first, under the attach guard, so the
+ * handler's record is counted in records_no_ring. */
 static void ring_close_now(struct tls_ring *t)
 {
+    sig_atomic_t was = fips_tls.attaching;
+    fips_tls.attaching = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    fips_domain *d = t->d;
+    t->d = NULL;
+    atomic_signal_fence(memory_order_seq_cst);
     struct fips_layout_ring *ctl = t->ctl;
     STAT_ST(&ctl->closed_ns, fips_now_ns());
     /* P7: RELEASE, pairs with M1 (a monitor's acquire of the ring state) and
      * with S1 (a new producer's acquire before reusing the slot): the final
      * counters and closed_ns are visible to whoever sees CLOSED. */
     ST32(&ctl->state, FIPS_RING_CLOSED, release);
-    fips_domain *d = t->d;
     memset(t, 0, sizeof(*t));
+    atomic_signal_fence(memory_order_seq_cst);
+    fips_tls.attaching = was;
     domain_unref(d);
 }
 
@@ -1280,7 +1291,6 @@ static int ring_attach(fips_domain *d, struct tls_ring *t)
             memcpy(ctl->thread_name, nm, sizeof nm);
             STAT_ST(&ctl->created_ns, fips_now_ns());
             STAT_ST(&ctl->closed_ns, 0);
-            t->d = d;
             t->ctl = ctl;
             t->idx = r;
             t->data = d->data + (size_t)r * d->cap;
@@ -1315,6 +1325,10 @@ static int ring_attach(fips_domain *d, struct tls_ring *t)
             /* Until our first re-scan, honour every ACTIVE consumer's own
              * position (F1 case b for all): conservative, never unsafe. */
             t->covered = ~0ull;
+            /* d last: a slot whose d matches is whole (tls_ring() takes it
+             * with no other check, a signal handler included). */
+            atomic_signal_fence(memory_order_seq_cst);
+            t->d = d;
             return 0;
         }
     }
@@ -1328,35 +1342,43 @@ static struct tls_ring *tls_ring_slow(fips_domain *d, int *err)
     SYNC(&d->closing, sizeof d->closing, FX_LOAD);
     if (atomic_load_explicit(&d->closing, memory_order_relaxed)) { *err = -FIPS_ECLOSED; return NULL; }
     if (domain_hit(d)) { *err = -FIPS_ETRUNC; return NULL; }
-    for (int i = 0; i < TLS_SLOTS; i++)
+    for (int i = 0; i < TLS_SLOTS; i++) /* whole rings only: ring_attach sets d last */
         if (fips_tls.r[i].d == d) return &fips_tls.r[i];
-    if (fips_tls.attaching) { /* a signal handler interrupted our own attach */
+    if (fips_tls.attaching) { /* a signal handler interrupted our own attach or close */
         count_no_ring(d);
         *err = -FIPS_EREENTER;
         return NULL;
     }
-    for (int i = 0; i < TLS_SLOTS; i++) {
-        struct tls_ring *t = &fips_tls.r[i];
-        if (t->d) continue;
+    /* The guard goes up before the free slot is chosen: a signal handler
+     * that logged between a look at the slots and the guard would attach a
+     * ring into the slot we then overwrite (its ring ACTIVE for ever, its
+     * records in a ring nobody owns: repro/signal_attach.c).  From here on a
+     * handler only counts itself in records_no_ring, so we look again. */
+    fips_tls.attaching = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    struct tls_ring *t = NULL;
+    int rc = -EMFILE; /* this thread has rings in TLS_SLOTS domains already */
+    for (int i = 0; i < TLS_SLOTS && !t; i++)
+        if (fips_tls.r[i].d == d) { t = &fips_tls.r[i]; rc = 0; } /* a handler attached before the guard */
+    for (int i = 0; i < TLS_SLOTS && !t; i++) {
+        if (fips_tls.r[i].d) continue;
         pthread_once(&fips_once, once_init);
-        fips_tls.attaching = 1;
-        atomic_signal_fence(memory_order_seq_cst);
-        int rc = ring_attach(d, t);
-        atomic_signal_fence(memory_order_seq_cst);
-        fips_tls.attaching = 0;
-        if (rc) {
-            if (rc == -FIPS_ENORING) count_no_ring(d);
-            *err = rc;
-            return NULL;
+        rc = ring_attach(d, &fips_tls.r[i]);
+        if (rc == 0) {
+            t = &fips_tls.r[i];
+            SYNC(&d->refs, sizeof d->refs, FX_RMW);
+            atomic_fetch_add(&d->refs, 1);
+            pthread_setspecific(fips_tls_key, &fips_tls); /* arm the exit destructor */
         }
-        SYNC(&d->refs, sizeof d->refs, FX_RMW);
-        atomic_fetch_add(&d->refs, 1);
-        pthread_setspecific(fips_tls_key, &fips_tls); /* arm the exit destructor */
-        return t;
+        break;
     }
-    count_no_ring(d);
-    *err = -EMFILE; /* this thread has rings in TLS_SLOTS domains already */
-    return NULL;
+    atomic_signal_fence(memory_order_seq_cst);
+    fips_tls.attaching = 0;
+    if (!t) {
+        if (rc == -FIPS_ENORING || rc == -EMFILE) count_no_ring(d);
+        *err = rc;
+    }
+    return t;
 }
 
 static inline struct tls_ring *tls_ring(fips_domain *d, int *err)
@@ -1884,8 +1906,20 @@ void fips_producer_close(fips_domain *d)
             if (i == 0) {
                 for (int j = 1; j < TLS_SLOTS; j++)
                     if (fips_tls.r[j].d) {
+                        /* d moves last (a handler logging to it meanwhile
+                         * finds no ring and counts itself, see ring_close_now) */
+                        sig_atomic_t was = fips_tls.attaching;
+                        fips_tls.attaching = 1;
+                        atomic_signal_fence(memory_order_seq_cst);
+                        fips_domain *dj = fips_tls.r[j].d;
+                        fips_tls.r[j].d = NULL;
+                        atomic_signal_fence(memory_order_seq_cst);
                         fips_tls.r[0] = fips_tls.r[j];
                         memset(&fips_tls.r[j], 0, sizeof fips_tls.r[j]);
+                        atomic_signal_fence(memory_order_seq_cst);
+                        fips_tls.r[0].d = dj;
+                        atomic_signal_fence(memory_order_seq_cst);
+                        fips_tls.attaching = was;
                         break;
                     }
             }
