@@ -106,6 +106,9 @@ class FipsIpcSegment:
     layout: Layout
     positions: Positions
     names: tuple[str, ...] = ()  # given names whose ftok key is this segment's
+    #: whether the thread holding the assignment lock (positions.lock_owner) still exists; None when the lock
+    #: is free.  A tid of this pid namespace: a holder in another namespace cannot be told from a dead one
+    lock_owner_alive: bool | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -286,7 +289,8 @@ class FipsIpcProbe:
                     named = wanted.get(shm.key, [""])[0]
                     rejected.append(Rejected(shm.shmid, shm.key, _one_line(e), named))
                 continue
-            segments.append(FipsIpcSegment(shm, lay, pos, tuple(wanted.get(shm.key, ()))))
+            alive = os.path.exists(f"/proc/{pos.lock_owner}") if pos.lock_owner else None
+            segments.append(FipsIpcSegment(shm, lay, pos, tuple(wanted.get(shm.key, ())), alive))
         segments.sort(key=lambda s: s.shm.shmid)
         return FipsIpcSample(mono, real, tuple(segments), tuple(rejected))
 

@@ -179,6 +179,25 @@ class Positions:
     reader_head: np.ndarray  # (max_reader_count, segment_count) u4: slots reader threads took
     reader_commit: np.ndarray  # (max_reader_count, segment_count) u4: slots released (the writer waits on these)
     reader_threads: np.ndarray  # (max_reader_count,) u2: reader threads attached per reader process
+    #: the thread holding the header's assignment_lock, 0 when it is free (glibc keeps the holder's tid in
+    #: every mutex, __owner, 8 bytes into pthread_mutex_t; the prototype's is not robust: a holder that dies
+    #: leaves it locked for ever)
+    lock_owner: int = 0
+
+
+#: where fips_buf_header_t's assignment_lock is (after initialized and assignment_generation), and in it
+#: glibc's __lock (0 free) and __owner (the holder's tid) words (x86-64 and aarch64 __pthread_mutex_s)
+LOCK_OFFSET = 16
+_LOCK = struct.Struct("<iIi")  # __lock, __count, __owner
+
+
+def lock_owner(read: Read) -> int:
+    """The tid holding the header's assignment_lock, 0 when it is free (or the words cannot be read)."""
+    raw = read(LOCK_OFFSET, _LOCK.size)
+    if len(raw) != _LOCK.size:
+        return 0
+    word, _count, owner = _LOCK.unpack(raw)
+    return owner if word != 0 and owner > 0 else 0
 
 
 def read_positions(read: Read, lay: Layout) -> Positions:
@@ -238,4 +257,4 @@ def read_positions(read: Read, lay: Layout) -> Positions:
     wcommit = np.array(commits, dtype=np.uint32)
     rhead = np.ascontiguousarray(rp[:, :, 0].T)
     rcommit = np.ascontiguousarray(rp[:, :, 1].T)
-    return Positions(wstate, whead, wcommit, rhead, rcommit, threads.sum(axis=1).astype(np.uint16))
+    return Positions(wstate, whead, wcommit, rhead, rcommit, threads.sum(axis=1).astype(np.uint16), lock_owner(read))

@@ -134,6 +134,12 @@ class FipsIpcRingsPanel(Vertical):
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(" FIPS-IPC prototype rings ", style="bold")
         t.append(f"{len(self.rows)}", style="bold")
+        # a lock its dead holder left locked: every later attach blocks for ever (red: nothing gets through);
+        # first, so a narrow terminal shows it
+        for seg in {s.shmid: s for s, _ in self.rows}.values():
+            if seg.lock_owner is not None and seg.lock_owner_alive is False:
+                t.append(f"  {fmt.name(seg.label)}: assignment lock held by gone thread {seg.lock_owner}",
+                         style=palette.DROPS)
         t.append(f"  in {segs} segment(s) (System V shm): ~ estimate, ? unknown (the prototype counts no drops)",
                  style=palette.LABEL)
         self.query_one("#ipc-rings-title", TextLine).update(t)

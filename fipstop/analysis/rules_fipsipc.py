@@ -20,6 +20,10 @@ the window:
                          wait: the slowest reader is the bottleneck
 ``fipsipc-lapped``       OVERWRITE rings lapped a reader: records were overwritten
                          unread (an estimate: nothing counts them)
+``fipsipc-lock-orphaned`` the header's assignment lock is held by a thread that no
+                         longer exists (killed inside fips_buf_attach or a reader's
+                         reassignment): the prototype's mutex is not robust, so every
+                         later attach, detach and reassignment blocks for ever
 """
 
 from __future__ import annotations
@@ -72,6 +76,16 @@ def fipsipc_rules(ev: Evidence, found: Sequence[Finding]) -> list[Finding]:
                     "rings_full": len(full), "rings": len(seg.rings), "window_frames": len(hist)}
         if not hist:
             continue
+        # held by a dead thread in two frames of the window at least (one could be a tid read as it exited)
+        orphaned = [g for g in hist if g.lock_owner is not None and g.lock_owner_alive is False
+                    and g.lock_owner == seg.lock_owner]
+        if seg.lock_owner is not None and seg.lock_owner_alive is False and len(orphaned) >= 2:
+            out.append(Finding(
+                "fipsipc-lock-orphaned", f"FIPS-IPC {name}: its assignment lock is held by thread "
+                f"{seg.lock_owner}, which is gone: every attach, detach and reader reassignment now blocks for "
+                "ever", CRITICAL, 3e6, subject, evidence | {"lock_owner_tid": seg.lock_owner},
+                "the prototype's pthread mutex is not robust (no PTHREAD_MUTEX_ROBUST), so nothing can free it: "
+                f"stop every process of the segment, remove it (`ipcrm -m {seg.shmid}`) and start again"))
         if seg.attached == 0 and seg.writers_registered + seg.readers_registered:
             out.append(Finding(
                 "fipsipc-stale", f"FIPS-IPC {name}: stale segment: {seg.writers_registered} writer(s) and "

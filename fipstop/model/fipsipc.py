@@ -102,6 +102,9 @@ class IpcSegmentView:
     positions: tuple[IpcPosition, ...]
     writer_moved: bool | None  # any ring committed in the interval (None: no baseline)
     dt_s: float  # 0 without a baseline
+    #: the thread holding the header's assignment lock (None: free), and whether it still exists
+    lock_owner: int | None = None
+    lock_owner_alive: bool | None = None
 
     @property
     def label(self) -> str:
@@ -170,7 +173,7 @@ def _segment(c: FipsIpcSegment, p: FipsIpcSegment | None, dt_s: float) -> IpcSeg
         c.shm.shmid, c.shm.key, c.names, lay.name_prefix.decode("ascii", "replace"), c.shm.size, n, lay.line_size,
         lay.overwrite, lay.initialized == 2, lay.writer_count, lay.reader_count, c.shm.nattch,
         max(registered - c.shm.nattch, 0), c.shm.cpid, c.shm.lpid, tuple(rings), tuple(rdrs), tuple(positions),
-        writer_moved, dt_s if base is not None else 0.0)
+        writer_moved, dt_s if base is not None else 0.0, pos.lock_owner or None, c.lock_owner_alive)
 
 
 def derive_fipsipc(prev: FipsIpcSample | None, cur: FipsIpcSample) -> FipsIpcView:

@@ -49,6 +49,10 @@ def _segment_text(s: IpcSegmentView, esc: Callable[[str], str]) -> list[str]:
         f"{s.attached} attached" + (f", {s.gone} gone (killed without fips_buf_destroy)" if s.gone else "")
         + f"; creator pid {s.creator_pid}, last attach/detach pid {s.last_pid}",
     ]
+    if s.lock_owner is not None:
+        held = {True: "", False: ", which is gone: it stays locked for ever (the mutex is not robust)",
+                None: ", unknown whether it exists"}[s.lock_owner_alive]
+        lines.append(f"  assignment lock held by thread {s.lock_owner}{held}")
     rows = []
     for r in s.rings:
         if r.writer == "free" and not r.committed_pos and r.lag_slots in (None, 0):
@@ -95,6 +99,10 @@ def fipsipc_metrics(view: FipsIpcView) -> Iterable[Sample]:
         yield ("fips_ipc_segment_gone_processes", "gauge", "Registered writers and readers no longer attached "
                "(killed without fips_buf_destroy).", seg, s.gone)
         yield ("fips_ipc_segment_readers", "gauge", "Reader processes registered.", seg, s.readers_registered)
+        if s.lock_owner is None or s.lock_owner_alive is not None:
+            yield ("fips_ipc_segment_lock_orphaned", "gauge", "1 when the header's assignment lock is held by a "
+                   "thread that no longer exists (it stays locked for ever), else 0.", seg,
+                   int(s.lock_owner is not None and s.lock_owner_alive is False))
         for r in s.rings:
             lab = {**seg, "ring": r.ring}
             yield ("fips_ipc_ring_slots", "gauge", "Slots of the ring (one record each).", lab, s.slots)

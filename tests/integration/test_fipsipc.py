@@ -210,6 +210,46 @@ def test_killed_writer_is_diagnosed(tmp_path: Path, shm_dir: Path) -> None:
     raise AssertionError(f"the prototype's release race in every try: {races}")
 
 
+def test_a_lock_left_held_by_a_dead_thread_is_diagnosed(run: Run, shm_dir: Path) -> None:
+    """The prototype's assignment_lock is a plain process-shared mutex: a process killed while it holds it
+    (inside fips_buf_attach) leaves it locked for ever. fipstop reads the holder's tid from the mutex, sees it
+    gone, says so; the oracle is the prototype itself: a consumer started after that never gets attached."""
+    binary, why = build_program("lock-holder", (Path(__file__).with_name("fipsipc_lock_holder.c"),))
+    assert binary is not None, why
+    env = {**os.environ, "FIPS_BUF_CONF": str(run.conf)}
+    holder = subprocess.Popen([str(binary)], env=env, cwd=run.dir, stdout=subprocess.PIPE, text=True,
+                              stdin=subprocess.DEVNULL)
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "locked"
+        seg = view(run)
+        assert (seg.lock_owner, seg.lock_owner_alive) == (holder.pid, True)  # a live holder: nothing wrong
+        holder.kill()
+        holder.wait(10)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(10)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    seg = view(run)
+    assert (seg.lock_owner, seg.lock_owner_alive) == (holder.pid, False)
+    src = live(run, shm_dir)
+    try:
+        snaps = window(src)
+    finally:
+        src.close()
+    found = diagnose(snaps)
+    assert found and found[0].id == "fipsipc-lock-orphaned", found
+    assert str(holder.pid) in found[0].title and f"ipcrm -m {seg.shmid}" in found[0].remedy
+    r = fipstop("--shm-dir", str(shm_dir), "snapshot", "--fipsipc", run.shm_name)
+    assert f"assignment lock held by thread {holder.pid}, which is gone" in r.stdout, r.stdout + r.stderr
+    # the prototype agrees: its consumer's threads block in fips_buf_attach and never report "attach"
+    run.start("consumer")
+    time.sleep(2.0)
+    assert run.reports["consumer"].attached == 0
+
+
 def fipstop(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "fipstop", *args], capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)

@@ -92,3 +92,34 @@ async def test_only_prototype_rings_show_the_overview_idle_segments_the_empty_sc
         await wait_frames(pilot, app)
         await pilot.pause(0.1)
         assert "1 FIPS-IPC prototype segment(s): press 6" in app.screen.query_one("#empty-text").render().plain
+
+
+async def test_an_orphaned_assignment_lock_is_shown_in_red_on_the_overview() -> None:
+    """A segment whose assignment lock a dead thread still holds: the prototype rings' title says so, in the
+    drops colour (nothing can attach any more), at 80x24 and 200x60; a live holder is not mentioned."""
+    from dataclasses import replace
+
+    from fipstop.views import palette
+    from fipstop.views.widgets.textline import TextLine
+
+    samples = [fixtures.raw_sample(float(i), []) for i in range(2)]
+
+    def seg(i: int, alive: bool) -> FipsIpcSegment:
+        s = _seg(5, "held", i, overwrite=False, nattch=1)
+        return replace(s, positions=replace(s.positions, lock_owner=4321), lock_owner_alive=alive)
+
+    for alive in (False, True):
+        aux = [{"fipsipc": FipsIpcSample(s.taken_mono_ns, s.taken_mono_ns, (seg(i, alive),))}
+               for i, s in enumerate(samples)]
+        for size in ((80, 24), (200, 60)):
+            app = FipsTopApp(SampleListSource(samples, 1.0, aux=aux), autopoll=False, paced=False)
+            async with app.run_test(size=size) as pilot:
+                await wait_frames(pilot, app)
+                await pilot.pause(0.1)
+                title = app.screen.query_one("#ipc-rings-title", TextLine)
+                shown = "".join(s.text for s in title.render_line(0))  # what the terminal shows, cut to width
+                if alive:
+                    assert "assignment lock" not in shown, shown
+                else:
+                    assert "held: assignment lock held by gone thread 4321" in shown, shown
+                    assert any(span.style == palette.DROPS for span in title._text.spans)
