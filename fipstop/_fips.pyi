@@ -63,6 +63,7 @@ CONS_FREE: Final[int]
 CONS_JOINING: Final[int]
 CONS_ACTIVE: Final[int]
 CONS_EVICTED: Final[int]
+EVICTED_BY_OPERATOR: Final[int]  # a consumer's evicted_by_ring after Domain.evict_consumer
 CONS_CLOSED: Final[int]
 REC_PAD: Final[int]
 REC_TRUNC: Final[int]
@@ -137,6 +138,8 @@ class Domain:
     ) -> None: ...
     @classmethod
     def unlink(cls, name: str, shm_dir: StrPath | None = None) -> None: ...
+    def evict_consumer(self, index: int, generation: int, /) -> None:
+        """Evict consumer `index` if still ACTIVE with `generation` (FipsError code ESRCH otherwise)."""
     @property
     def header(self) -> Header: ...
     @property

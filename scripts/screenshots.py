@@ -43,6 +43,8 @@ SHOTS = [
     ("profile-200x60", (200, 60), ["enter", "p"]),
     ("profile-80x24", (80, 24), ["enter", "p"]),
     ("profile-starting-80x24", (80, 24), ["enter", "p"]),
+    ("profile-nocolor-120x40", (120, 40), ["enter", "p"]),  # NO_COLOR=1: a glyph per category in the time split
+    ("consumer-evict-120x40", (120, 40), ["tab", "down", "enter", "ctrl+k"]),  # Ctrl-K: evict, after a question
     ("backends-200x60", (200, 60), ["6"]),
     ("backends-80x24", (80, 24), ["6"]),
     ("fipsipc-backends-200x60", (200, 60), ["6"]),  # with --fipsipc: the FIPS paper's prototype rings

@@ -43,7 +43,7 @@ from fipstop.probes.ring import TapResult
 from fipstop.profile.accumulate import Accumulated, accumulate
 from fipstop.profile.session import ProfileOptions, ProfileReport
 from fipstop.sources.protocol import Profiling, Seekable, Source, Timeline
-from fipstop.views import palette
+from fipstop.views import evict_action, palette
 from fipstop.views.backends import BackendsScreen
 from fipstop.views.bans import BansScreen
 from fipstop.views.base import FipsScreen
@@ -110,6 +110,8 @@ class FipsTopApp(FipsIpcTapMixin, ReplayControls):
         Binding("3", "screen('consumer')", "Consumer", show=False),
         Binding("4", "screen('profile')", "Profile", show=False),
         Binding("p", "profile", "Profile", show=False),
+        Binding("ctrl+k", "evict", "Evict", show=False),  # k9s's kill; htop's F9
+        Binding("f9", "evict", "Evict", show=False),
         Binding("5", "screen('bans')", "Bans", show=False),
         Binding("6", "screen('backends')", "Backends", show=False),
         Binding("7", "screen('diagnosis')", "Diagnosis", show=False),
@@ -462,6 +464,9 @@ class FipsTopApp(FipsIpcTapMixin, ReplayControls):
         key = screen.key if isinstance(screen, RingDetailScreen) else (self.selected_ring or self._first_ring())
         row = s.ring_row(*key) if key is not None else None
         return int(s.rings[row]["pid"]) if row is not None else None
+
+    def action_evict(self) -> None:
+        evict_action.start(self, self.snapshot, replaying=self.replay is not None)
 
     def action_profile(self) -> None:
         self.open_profile(self._pid_to_profile())

@@ -18,6 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer
 
+from fipstop._fips import EVICTED_BY_OPERATOR
 from fipstop.model.rings import POSITION_DTYPE, Health
 from fipstop.model.snapshot import Snapshot
 from fipstop.views import format as fmt
@@ -129,7 +130,9 @@ class ConsumerDetailScreen(FipsScreen):
         t.append(fmt.datetime_s(int(c["registered_realtime_ns"])))
         if int(c["evicted_realtime_ns"]):
             t.append("  evicted ", style=palette.HEALTH["evicted"])
-            t.append(fmt.datetime_s(int(c["evicted_realtime_ns"])) + f" by ring {int(c['evicted_by_ring'])}")
+            by = int(c["evicted_by_ring"])
+            t.append(fmt.datetime_s(int(c["evicted_realtime_ns"]))
+                     + (" by an operator" if by == EVICTED_BY_OPERATOR else f" by ring {by}"))
         title.update(t)
 
         frames = self.fips.history.window(self.fips.shown, 300)

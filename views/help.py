@@ -28,6 +28,7 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ("3", "consumer detail of the highlighted consumer"),
         ("4", "profile: time split, locks and stacks of a process"),
         ("p", "profile the producer of the ring, or the consumer, shown or highlighted"),
+        ("Ctrl-K / F9", "evict the consumer shown or highlighted (asks first)"),
         ("5", "bans: fipstop ips and Fail2Ban, time-to-ban, feed"),
         ("b", "bans panel: the banned addresses (Enter on a feed row)"),
         ("u", "banned addresses: unban (Fail2Ban only; asks first)"),

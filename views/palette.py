@@ -92,10 +92,16 @@ def _attributes_only(spec: str) -> str:
     return "default" if out == "none" else out  # rich spells the empty style "none", which is no colour name
 
 
+#: True while the monochrome styles are in use: views whose meanings were
+#: colours only (the profile's time-split bar) draw a glyph per meaning then
+MONOCHROME = False
+
+
 def use_no_color() -> None:
     """Monochrome styles in place of the colours (textual drops the colours
     it draws itself when NO_COLOR is set; these are the dashboard's own)."""
     g = globals()
+    g["MONOCHROME"] = True
     for k, v in _COLORED.items():
         if isinstance(v, dict):
             g[k] = {n: NO_COLOR_STYLES.get(f"{k}.{n}", _attributes_only(s)) for n, s in v.items()}
@@ -107,3 +113,4 @@ def use_no_color() -> None:
 def use_color() -> None:
     """The colours again (tests that turned NO_COLOR on)."""
     globals().update({k: (dict(v) if isinstance(v, dict) else v) for k, v in _COLORED.items()})
+    globals()["MONOCHROME"] = False

@@ -59,6 +59,8 @@ CATEGORY_STYLE = {
 }
 CATEGORY_LABEL = {"oncpu": "on CPU", "runqueue": "run queue", "lock": "lock", "io": "I/O", "sleep": "sleep",
                   "other": "other"}
+#: without colour (NO_COLOR) each category of the time split keeps a glyph of its own, in the bar and the legend
+CATEGORY_GLYPH = {"oncpu": "█", "runqueue": "▓", "lock": "▒", "io": "░", "sleep": "·", "other": "-"}
 BAR_WIDTH = 40
 TOP = 8
 TREE_CHILDREN = 25
@@ -124,14 +126,19 @@ def stacked_bar(shares: dict[str, float], width: int = BAR_WIDTH) -> Text:
     t = Text(no_wrap=True)
     for c in CATEGORIES:
         if cells[c]:
-            t.append("█" * cells[c], style=CATEGORY_STYLE[c])
+            t.append(glyph(c) * cells[c], style=CATEGORY_STYLE[c])
     return t
+
+
+def glyph(category: str) -> str:
+    """The bar's cell for ``category``: one block in colour, the category's own glyph without."""
+    return CATEGORY_GLYPH[category] if palette.MONOCHROME else "█"
 
 
 def legend() -> Text:
     t = Text(no_wrap=True)
     for c in CATEGORIES:
-        t.append(" ■ ", style=CATEGORY_STYLE[c])
+        t.append(f" {CATEGORY_GLYPH[c] if palette.MONOCHROME else '■'} ", style=CATEGORY_STYLE[c])
         t.append(CATEGORY_LABEL[c] + " ", style=palette.LABEL)
     return t
 

@@ -471,6 +471,35 @@ Domain_unlink(PyTypeObject *cls, PyObject *args, PyObject *kwds)
     Py_RETURN_NONE;
 }
 
+/* Domain.evict_consumer(index, generation): an operator's eviction (see
+ * fips_consumer_evict); the dashboard's evict action on a consumer row. */
+static PyObject *
+Domain_evict_consumer(DomainObject *self, PyObject *args)
+{
+    fips_state *st = state_of((PyObject *)self);
+    unsigned long long index, generation;
+    if (!PyArg_ParseTuple(args, "KK", &index, &generation))
+        return NULL;
+    if (!domain_live(self))
+        return raise_closed(st, "Domain");
+    if (index > UINT32_MAX || generation > UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "index and generation must be 32-bit values");
+        return NULL;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fips_consumer_evict(self->d, (uint32_t)index, (uint32_t)generation);
+    Py_END_ALLOW_THREADS
+    if (rc == -ESRCH)
+        return raise_fips(st, rc, NULL, "that consumer is no longer registered with that generation "
+                                        "(it left, was evicted or was replaced)");
+    if (rc == -EINVAL)
+        return raise_fips(st, rc, NULL, "no consumer entry with that index");
+    if (rc < 0)
+        return raise_fips(st, rc, "evict", NULL);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 Domain_get_header(DomainObject *self, void *Py_UNUSED(closure))
 {
@@ -529,6 +558,10 @@ static PyMethodDef Domain_methods[] = {
      "(deferred while record views are alive). Idempotent."},
     {"__enter__", (PyCFunction)Domain_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)Domain_exit, METH_VARARGS, NULL},
+    {"evict_consumer", (PyCFunction)Domain_evict_consumer, METH_VARARGS,
+     "evict_consumer(index, generation)\n--\n\nEvict consumer `index` if it is still ACTIVE with `generation`\n"
+     "(an operator's decision; see fips_consumer_evict). Raises FipsError\n"
+     "(code ESRCH) if it left or was replaced meanwhile."},
     {"unlink", (PyCFunction)(void (*)(void))Domain_unlink,
      METH_CLASS | METH_VARARGS | METH_KEYWORDS,
      "unlink(name, shm_dir=None)\n--\n\nRemove the domain file (mappings stay valid)."},
@@ -2269,6 +2302,7 @@ fips_exec(PyObject *m)
         {"CONS_FREE", FIPS_CONS_FREE}, {"CONS_JOINING", FIPS_CONS_JOINING},
         {"CONS_ACTIVE", FIPS_CONS_ACTIVE}, {"CONS_EVICTED", FIPS_CONS_EVICTED},
         {"CONS_CLOSED", FIPS_CONS_CLOSED},
+        {"EVICTED_BY_OPERATOR", FIPS_EVICTED_BY_OPERATOR},
         {"REC_PAD", FIPS_REC_PAD}, {"REC_TRUNC", FIPS_REC_TRUNC},
 #ifdef FIPS_REC_USER_MASK
         {"REC_USER_MASK", FIPS_REC_USER_MASK},

@@ -39,7 +39,11 @@
  *       -> EVICTED as one 64-bit word        M3  load released (ACQUIRE)
  *       loaded before the heartbeat (G1),
  *       SEQ_CST; then P1 before any byte
- *       of the evicted span is rewritten     E2  fence ACQUIRE, load own state
+ *       of the evicted span is rewritten.
+ *       An operator's E1 (fips_consumer_
+ *       evict) is the same CAS with the
+ *       generation it saw; producers see
+ *       it at P6, then P1 as above           E2  fence ACQUIRE, load own state
  *                                                and generation at release: an
  *                                                evicted holder learns that its
  *                                                batch may be torn (ETORN)
@@ -2253,6 +2257,31 @@ int fips_consumer_detach(fips_consumer *c)
 }
 
 int fips_consumer_index(const fips_consumer *c) { return (int)c->idx; }
+
+int fips_consumer_evict(fips_domain *d, uint32_t index, uint32_t generation)
+{
+    if (!d || index >= d->max_consumers) return -EINVAL;
+    if (!d->writable) return -EACCES;
+    if (domain_hit(d)) return -FIPS_ETRUNC;
+    struct fips_layout_consumer *ce = &d->cons[index];
+    /* G1, as a producer's eviction: state and generation as one word
+     * (SEQ_CST), the generation the operator saw. */
+    uint64_t sg = LD(&ce->state, seq_cst);
+    if ((uint32_t)sg != FIPS_CONS_ACTIVE || (uint32_t)(sg >> 32) != generation) return -ESRCH;
+    uint64_t exp = sg;
+    /* E1 (an operator's): SEQ_CST CAS of (state, generation) -> EVICTED,
+     * the same step as a producer's.  It pairs with P6 of each producer's
+     * next refresh (SEQ_CST load: that producer sees EVICTED and stops
+     * counting the consumer) and, through that producer's P1 release fence
+     * before it rewrites any byte the consumer held, with E2 (the evicted
+     * consumer's acquire fence and state load at release): a holder of a
+     * rewritten batch is told ETORN.  Explorer scenarios operator-evict and
+     * operator-evict-stale. */
+    if (!CAS64(&ce->state, &exp, (sg & ~0xffffffffull) | FIPS_CONS_EVICTED)) return -ESRCH;
+    STAT_ST(&ce->evicted_ns, fips_now_ns());
+    STAT_ST32(&ce->evicted_by_ring, FIPS_EVICTED_BY_OPERATOR);
+    return 0;
+}
 
 void fips_consumer_heartbeat(fips_consumer *c)
 {

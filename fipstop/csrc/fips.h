@@ -321,6 +321,20 @@ int fips_batch_next(fips_batch *b, fips_record *r);
  *                   read: treat every record of it as garbage, then rejoin.
  * Check the result before acting on the records. */
 int fips_consumer_release(fips_consumer *c, const fips_batch *b);
+/* Evict consumer `index` of generation `generation` now, as a producer does
+ * once the heartbeat of the consumer holding a full ring is older than the
+ * grace: an operator's decision for a consumer that is stuck but still
+ * heartbeats.  Producers stop waiting for it at their next refresh; the
+ * consumer's next read says -FIPS_EEVICTED, its release of a batch it held
+ * -FIPS_EEVICTED or -FIPS_ETORN, and a rejoin by name counts what it missed.
+ * `generation` is the one the caller saw (fips_consumer_stat): an entry that
+ * left and was taken by a new consumer meanwhile is not evicted in its place.
+ * Needs a domain opened for writing (create 0 attaches without creating).
+ * Returns 0, -ESRCH (that consumer is no longer ACTIVE with that generation),
+ * -EINVAL (no such index), -EACCES (domain not writable), -FIPS_ETRUNC. */
+int fips_consumer_evict(fips_domain *d, uint32_t index, uint32_t generation);
+/* evicted_by_ring of a consumer evicted by fips_consumer_evict (no ring did) */
+#define FIPS_EVICTED_BY_OPERATOR UINT32_MAX
 /* Update the heartbeat (read/release do it too, at most every 100 ms). */
 void fips_consumer_heartbeat(fips_consumer *c);
 int fips_consumer_index(const fips_consumer *c);

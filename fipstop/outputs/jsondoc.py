@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
+from fipstop._fips import EVICTED_BY_OPERATOR
 from fipstop.model.backends import BackendsView
 from fipstop.ring import ConsumerState, DomainSnapshot
 
@@ -81,7 +82,10 @@ def domain_json(snap: DomainSnapshot) -> dict[str, Any]:
                 "heartbeat_age_ns": int(hb[c.index]),
                 "registered_ns": c.registered_ns,
                 "evicted_ns": c.evicted_ns,
-                "evicted_by_ring": c.evicted_by_ring,
+                # which ring's producer evicted it; null with "evicted_by": "operator" (fips_consumer_evict)
+                "evicted_by_ring": None if c.evicted_by_ring == EVICTED_BY_OPERATOR else c.evicted_by_ring,
+                "evicted_by": (None if not c.evicted_ns else
+                               "operator" if c.evicted_by_ring == EVICTED_BY_OPERATOR else "ring"),
                 "resumes": c.resumes,
                 "records_released": c.records_released,
                 "batches_released": c.batches_released,

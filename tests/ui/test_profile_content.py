@@ -88,3 +88,40 @@ async def test_accumulated_counts_interval_toggle_and_names(size) -> None:
                    if "__vfprintf_internal" in ln and "›" not in ln)
         assert hot.split()[1] == "41"
         assert "13 hash collisions" in text(app, "#profile-unavailable")
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_no_color_time_split_keeps_each_category_apart(size, monkeypatch) -> None:
+    """Issue 18, NO_COLOR keeps every meaning: the time-split bar's categories were colours only (five blocks of one
+    shade); without colour each has its own glyph, in the bar and the legend, and the cells still add up."""
+    from fipstop.profile.demo import demo_report
+    from fipstop.views import palette
+    from fipstop.views.profile import CATEGORIES, CATEGORY_GLYPH, stacked_bar
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    src = SampleListSource(fixtures.demo_samples(10), 0.05, profiles={DEMO_PID: reports(1)})
+    app = FipsTopApp(src, autopoll=False, paced=False)
+    try:
+        async with app.run_test(size=size) as pilot:
+            await wait_frames(pilot, app)
+            assert app.no_color and palette.MONOCHROME
+            app.open_profile(DEMO_PID)
+            await until(pilot, lambda: app.profile_total is not None)
+            await pilot.pause(0.1)
+            threads = text(app, "#profile-threads")
+            assert len(set(CATEGORY_GLYPH.values())) == len(CATEGORY_GLYPH)  # one glyph per category
+            for c in ("oncpu", "lock", "sleep"):
+                assert f" {CATEGORY_GLYPH[c]} " in threads  # the legend names each glyph
+            # the process row's bar: each category's cells in its own glyph, as many as its share
+            split = demo_report(taken_mono_ns=60 * SECOND).threads.process_split()
+            row = next(ln for ln in threads.splitlines() if " process " in ln)
+            glyphs = set(CATEGORY_GLYPH.values())
+            bar = row.split(" process ", 1)[1].lstrip()
+            bar = bar[:next((i for i, ch in enumerate(bar) if ch not in glyphs), len(bar))]
+            assert bar == stacked_bar(split, len(bar)).plain and len(bar) >= 8  # as wide as the screen allows
+            for c in CATEGORIES:
+                assert abs(bar.count(CATEGORY_GLYPH[c]) - split.get(c, 0.0) * len(bar) / 100) <= 1, c
+            assert "#98c379" not in app.export_screenshot()  # the on-CPU green is gone with every colour
+    finally:
+        palette.use_color()
+    assert set(stacked_bar({"oncpu": 50.0, "lock": 50.0}).plain) == {"█"}  # in colour: blocks, told apart by colour

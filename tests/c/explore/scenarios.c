@@ -240,7 +240,11 @@ static void op_close(int k)
     if (!c->h) return;
     fips_consumer_close(c->h);
     c->h = NULL;
-    c->joined = 0;
+    /* A close that lost the race to an eviction (a producer's or an
+     * operator's) leaves the entry EVICTED: the next open by name is then a
+     * rejoin, which counts what the consumer missed since its last release. */
+    const struct fips_layout_consumer *e = cons_at(c->idx);
+    if (!(e->state == FIPS_CONS_EVICTED && e->generation == c->gen)) c->joined = 0;
 }
 
 static void op_detach(int k) /* a crash: the entry stays */
@@ -925,5 +929,72 @@ static const xp_scenario C1 = {
     "cached-head", "a consumer reads from its copy of head while evicted and overwritten (C1 cached)",
     4, {"producer", "A", "B", "clock"}, {c1_prod, c1_a, c1_b, s2_clock}, c1_setup, check_step, finish, teardown};
 
+/* An operator evicts a consumer (fips_consumer_evict, the dashboard's evict
+ * action) that heartbeats but holds a full ring, while it reads and the
+ * producer waits to rewrite what it holds: the same E1 as a producer's, by a
+ * party that rewrites nothing itself.  No clock party: no producer evicts, so
+ * every eviction here is the operator's.  D: a batch rewritten after the
+ * eviction is told ETORN; W: logging goes on; A: the rejoin counts the gap. */
+static uint32_t op_idx, op_gen;
+static int op_rc = 1;
+static void op_evict(int self)
+{
+    (void)self;
+    op_rc = fips_consumer_evict(W.d, op_idx, op_gen);
+    if (op_rc != 0 && op_rc != -ESRCH) xp_fail("fips_consumer_evict -> %d (%s)", op_rc, fips_strerror(op_rc));
+}
+static void o1_setup(void)
+{
+    with_pads = 1;
+    world_setup(1, 2, AB, 2);
+    prefill(0, 4); /* full: the producer needs A's and B's bytes */
+    W.producer_party = 0;
+    op_idx = (uint32_t)W.c[0].idx;
+    op_gen = W.c[0].gen;
+}
+static void o1_a(int self)
+{
+    (void)self;
+    op_read(0, 2);
+    op_rejoin_if_evicted(0);
+    op_read(0, 4);
+}
+static void o1_finish(void)
+{
+    if (op_rc != 0) xp_fail("the operator's eviction of A (ACTIVE, generation %u) -> %d", op_gen, op_rc);
+    finish();
+}
+static void o_teardown(void) { op_rc = 1; teardown(); }
+static const xp_scenario O1 = {
+    "operator-evict", "an operator evicts a reading consumer that holds a full ring (E1 by a third party, E2)",
+    4, {"producer", "A", "B", "operator"}, {s2_prod, o1_a, s2_b, op_evict}, o1_setup, check_step, o1_finish,
+    o_teardown};
+
+/* The consumer the operator saw closes and a new one takes the entry (a
+ * restart) before the operator's eviction lands: the new one is not evicted
+ * in its place (the generation), and the eviction says ESRCH instead. */
+static void o2_a(int self)
+{
+    (void)self;
+    op_close(0);
+    int rc = op_open(0);
+    if (rc && !JOIN_GAVE_UP(rc)) xp_fail("reopen A -> %d (%s)", rc, fips_strerror(rc));
+    op_read(0, 4);
+}
+static void o2_finish(void)
+{
+    const cons_t *a = &W.c[0];
+    if (a->h && a->joined && a->gen != op_gen && !cons_live(a))
+        xp_fail("A's new registration (generation %u) was evicted by an eviction meant for generation %u (rc %d)",
+                a->gen, op_gen, op_rc);
+    if (op_rc == 1) xp_fail("the operator never ran");
+    finish();
+}
+static void o2_prod(int self) { (void)self; op_log(); }
+static const xp_scenario O2 = {
+    "operator-evict-stale", "an operator's eviction meets a consumer restarted in the same entry (generation)",
+    4, {"producer", "A", "B", "operator"}, {o2_prod, o2_a, s2_b, op_evict}, o1_setup, check_step, o2_finish,
+    o_teardown};
+
 const xp_scenario *const xp_scenarios[] = {&S1, &S2, &S3, &S4, &S5, &S6, &S7, &S8, &S9, &S10,
-                                           &R1, &R2, &R3, &R4, &R5, &R6, &R7, &R8, &C1, NULL};
+                                           &R1, &R2, &R3, &R4, &R5, &R6, &R7, &R8, &C1, &O1, &O2, NULL};
