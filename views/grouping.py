@@ -102,12 +102,11 @@ def groups(s: Snapshot, mode: str) -> Groups:
     valid = r["rates_valid"].astype(bool)
     lag = r["slowest_lag_records"].astype(np.int64)
     lag_ring = np.full(n, -1, dtype=np.int64)
-    best = np.full(n, -1, dtype=np.int64)
-    for i in np.flatnonzero(lag >= 0).tolist():  # the first ring with the largest lag
-        g = int(of[i])
-        if lag[i] > best[g]:
-            best[g] = lag[i]
-            lag_ring[g] = i
+    ok = np.flatnonzero(lag >= 0)
+    if ok.size:  # per group the ring with the largest lag (the first of them on a tie)
+        o = ok[np.lexsort((ok, -lag[ok], of[ok]))]
+        first = np.concatenate(([True], of[o][1:] != of[o][:-1]))
+        lag_ring[of[o][first]] = o[first]
     return Groups(
         mode=mode, keys=keys, labels=[str(v) for v in labels], comms=comms, of_ring=of,
         rings=np.bincount(of, minlength=n),
