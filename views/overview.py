@@ -7,7 +7,9 @@ consumer's lag).  Consumers: name, pid, state, heartbeat age, lag max/mean in
 records and seconds, release rate.  Both tables are virtualised (only the
 rows on screen are drawn), sort with ``s``/``S`` (or a click on a column
 header) and filter with ``/`` (a substring of any text column, shown in cyan
-as "filter", never mistaken for drops).
+as "filter", never mistaken for drops).  F5 groups the rings by domain, then
+by process (:mod:`fipstop.views.grouping`), Enter / ``+`` / ``-`` / ``*`` fold
+the groups; ``c`` splits the chart per domain (:mod:`fipstop.views.domain_chart`).
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ is finer but missing from many fonts), y ticks on the left, x ticks below.
 
 Lines are drawn in series order: where two series share a cell, the later
 one's colour and pixels win.  NaN values (no rate yet, row absent) are left
-out rather than drawn as 0; the line joins the points around them.
+out rather than drawn as 0; the line joins the points around them.  A series
+with a ``marker`` is drawn with that character, one point per cell, so that
+lines stay apart without colour (NO_COLOR).
 """
 
 from __future__ import annotations
