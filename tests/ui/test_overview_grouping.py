@@ -343,3 +343,39 @@ def test_group_sort_values_are_the_row_figures() -> None:
     # the first frame has no rates: every group's rate is unknown (NaN), not 0
     g0 = grouping.groups(first, "domain")
     assert np.isnan(g0.records_per_s).all() and np.isnan(grouping.sort_values(g0, first, "rate")).all()
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_process_group_names_its_comm(size) -> None:
+    """``pid comm``: the comm from the CPU probe (escaped), cut so the pid stays whole; unknown pids show ``?``."""
+    from dataclasses import replace
+
+    from fipstop.model.cpu import CpuView, ProcessCpu
+
+    src = SampleListSource(fixtures.demo_samples(6, hostile=True), 1.0)
+    frames = []
+    while (f := src.poll()) is not None:
+        frames.append(f)
+    cpu = CpuView(1.0, (ProcessCpu(4242, "bind9", 5, 12.0, 1.0), ProcessCpu(6666, "\x1b[31mevil", 1, 1.0, 0.0)))
+    frames = [replace(f, snapshot=replace(f.snapshot, cpu=cpu)) for f in frames]
+    app = FipsTopApp(SampleListSource([], 1.0), autopoll=False, paced=False)
+    async with app.run_test(size=size) as pilot:
+        app.preload(frames)
+        await pilot.pause()
+        ov = overview(app)
+        await pilot.press("f5", "f5")
+        width = ov._column_width("ring")
+        named = text(ov._ring_cell(group_row(ov, GroupKey("process", 4242)), "ring"))
+        evil = text(ov._ring_cell(group_row(ov, GroupKey("process", 6666)), "ring"))
+        unknown = text(ov._ring_cell(group_row(ov, GroupKey("process", 3100)), "ring"))
+        assert unknown == "▾ 3100 ?"
+        assert "\x1b" not in evil and evil.startswith("▾ 6666 ")
+        for cell, whole in ((named, "▾ 4242 bind9"), (evil, "▾ 6666 " + fmt.name("\x1b[31mevil"))):
+            if width >= len(whole):
+                assert cell == whole
+            else:  # the comm is cut, never the pid
+                assert cell[:-1] == whole[:width - 1] and cell.endswith("…") and len(cell) == width
+        await pilot.press("slash", *"bind9", "enter")  # the comm is searched too: every ring of the process
+        s = app.snapshot
+        assert list(ov.rings_table.keys) == [GroupKey("process", 4242)] + [
+            s.ring_key(i) for i in range(s.rings.size) if int(s.rings["pid"][i]) == 4242]
