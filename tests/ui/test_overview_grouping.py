@@ -217,6 +217,9 @@ async def test_fold_survives_refresh_and_sort(size) -> None:
         assert GroupKey("domain", ring[0]) in ov.collapsed
         await pilot.press("f5")  # another mode: its own groups, unfolded
         assert ov.group_mode == "process" and table.row_count == len(set(s.rings["pid"].tolist())) + s.rings.size
+        assert table.cursor_key == (ring[0], 0)  # the highlighted group's first ring stays highlighted
+        await pilot.press("f5")  # off: that ring still
+        assert ov.group_mode is None and table.cursor_key == (ring[0], 0) and app.selected_ring == (ring[0], 0)
 
 
 @pytest.mark.parametrize("size", SIZES)
