@@ -13,6 +13,8 @@ workers, one of them exited (ring closed).  ``hostile=True`` adds a ring whose
 thread name and a consumer whose name carry ANSI escapes and textual markup.
 
 :func:`many_rings_samples` gives one domain with N busy rings (benchmarks);
+:func:`many_domains_samples` several domains of a few rings each, whose
+producer processes straddle two domains (grouping, the chart per domain);
 :func:`backend_samples` the other backends' raw samples of a host whose
 tailer falls behind and whose syslog socket blocks a sender;
 :func:`fipsipc_samples` the FIPS paper's prototype rings beside them.
@@ -391,6 +393,35 @@ def many_rings_samples(n_rings: int = 1024, n: int = 3, *, n_consumers: int = 2,
             taken_realtime_ns=EPOCH_REALTIME_NS + k * 1_000_000_000, ring_capacity=1 << 20,
         )
         out.append(raw_sample(float(k), [snap]))
+    return out
+
+
+def many_domains_samples(n_domains: int = 8, rings_per_domain: int = 3, n: int = 12) -> list[RawSample]:
+    """``n`` samples one second apart of ``n_domains`` domains ``dom-0`` ... with ``rings_per_domain`` rings each;
+    domain k is the busier the smaller k; every process (pid 2000 + ring // 2, counting the rings of
+    all domains in order) holds two rings, some of them in two domains; the odd domains' consumer is
+    slower than their producers, so their rings fill and drop records; the last ring of ``dom-1``
+    closes at t = 4 s."""
+    doms = []
+    g = 0
+    for k in range(n_domains):
+        slow = k % 2 == 1
+        d = _Domain(f"dom-{k}", 64 << 10 if slow else 4 << 20, 16, 2, pid=1900 + k)
+        for r in range(rings_per_domain):
+            base = 1000.0 * (n_domains - k) + 100.0 * r
+            d.rings.append(_Ring(r, 2000 + g // 2, 3000 + g, f"dom{k}-worker-{r}",
+                                 _wave(base, base / 5, 7 + r + k, k),
+                                 closes_at=4.0 if (k == 1 and r == rings_per_domain - 1) else None))
+            g += 1
+        d.consumers.append(_Consumer(0, "reader", 5000 + k, (lambda t: 300.0) if slow else (lambda t: 1e6)))
+        doms.append(d)
+    out = []
+    for i in range(n):
+        t = float(i)
+        if i:
+            for d in doms:
+                d.step(t, 1.0)
+        out.append(raw_sample(t, [d.snapshot(t) for d in doms]))
     return out
 
 

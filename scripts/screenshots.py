@@ -35,6 +35,9 @@ SHOTS = [
     ("overview-80x24", (80, 24), []),
     ("overview-nocolor-200x60", (200, 60), []),  # NO_COLOR=1: drops in reverse video, no colour anywhere
     ("overview-log-200x60", (200, 60), ["l"]),  # the chart's y axis in decades
+    ("overview-grouped-200x60", (200, 60), ["f5", "G", "minus"]),  # F5: rings by domain; nginx folded (-)
+    ("overview-grouped-80x24", (80, 24), ["f5", "f5"]),  # F5 twice: rings by process
+    ("overview-domains-200x60", (200, 60), ["c"]),  # c: the chart's records/s per domain
     ("sort-menu-80x24", (80, 24), ["f6"]),  # F6: every sortable column, the hidden ones marked
     ("ring-detail-200x60", (200, 60), ["enter"]),
     ("ring-detail-80x24", (80, 24), ["enter"]),
@@ -141,8 +144,11 @@ async def take(stem: str, size: tuple[int, int], keys: list[str] | None, outdir:
         w.close()
         source = ReplaySource(str(rec), speed=16, follow=False)
     if "nocolor" in stem:
-        os.environ["NO_COLOR"] = "1"  # textual reads it (and removes it) when the app is made
-    app = FipsTopApp(source, paced=False)
+        os.environ["NO_COLOR"] = "1"  # textual reads it when the app is made
+    try:
+        app = FipsTopApp(source, paced=False)
+    finally:  # textual pops it from a copy of the environment: the shots after this one are in colour again
+        os.environ.pop("NO_COLOR", None)
     async with app.run_test(size=size) as pilot:
         for _ in range(2000):
             await pilot.pause(0.005)

@@ -42,7 +42,7 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ("PgUp PgDn", "a page up / down"),
         ("Home End", "first / last row (also g G)"),
         ("Tab", "next table"),
-        ("Enter", "open the highlighted ring or consumer"),
+        ("Enter", "open the highlighted ring or consumer (on a group row: fold / unfold it)"),
     ]),
     ("overview", [
         ("/", "filter rows: domain, ring, pid, thread, consumer"),
@@ -51,6 +51,10 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ("S", "reverse the sort order (or click a header)"),
         ("F6", "sort menu: every sortable column of the focused table, hidden ones too"),
         ("l", "the chart's y axis in decades (log scale), or linear again"),
+        ("F5", "group the rings by domain, then by process (pid comm), then one row per ring again (htop's tree)"),
+        ("+ -", "unfold / fold the highlighted group (- on a ring folds its group); Enter on a group does either"),
+        ("*", "fold every group, or unfold them all when all are folded"),
+        ("c", "the chart per domain (the 5 busiest, the rest summed as other), or the totals again"),
         ("N P F R B D L H", "sort rings by name, pid, fill, records/s, bytes/s, drops/s, lag, high water; "
                             "consumers by N P L (lag) R (released/s) H (heartbeat) D (drops seen); again: reverse"),
     ]),
@@ -95,6 +99,9 @@ COLUMNS: list[tuple[str, list[tuple[str, str]]]] = [
         ("HIGH", "the highest fill measured since the ring was created, in % (never above the true highest)"),
         ("SLOWEST LAG", "records the slowest ACTIVE consumer has not released, and the age in seconds of the oldest"),
         ("BY", "the consumer that slowest lag belongs to"),
+        ("group rows", "(F5) the group's rings (count); RECORDS/S, BYTES/S, DROPS/S, DROPPED, CLAIMED summed over "
+                       "them; FILL and HIGH the largest of them; SLOWEST LAG and BY those of its ring with the most "
+                       "lag"),
     ]),
     ("consumers (overview 1, details 2 and 3)", [
         ("CONSUMER", "domain and the consumer's registered name (escaped)"),

@@ -7,7 +7,9 @@ consumer's lag).  Consumers: name, pid, state, heartbeat age, lag max/mean in
 records and seconds, release rate.  Both tables are virtualised (only the
 rows on screen are drawn), sort with ``s``/``S`` (or a click on a column
 header) and filter with ``/`` (a substring of any text column, shown in cyan
-as "filter", never mistaken for drops).
+as "filter", never mistaken for drops).  F5 groups the rings by domain, then
+by process (:mod:`fipstop.views.grouping`), Enter / ``+`` / ``-`` / ``*`` fold
+the groups; ``c`` splits the chart per domain (:mod:`fipstop.views.domain_chart`).
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ from textual.widgets import Footer, Input
 
 from fipstop.model.rings import Health
 from fipstop.model.snapshot import Snapshot
+from fipstop.views import domain_chart, grouping, palette
 from fipstop.views import format as fmt
-from fipstop.views import palette
 from fipstop.views.base import FipsScreen
 from fipstop.views.fipsipc_rings import FipsIpcRingsPanel
+from fipstop.views.grouping import GroupKey, Groups
 from fipstop.views.history import History
 from fipstop.views.widgets.chart import LineChart, Series
 from fipstop.views.widgets.header import StatusHeader
@@ -41,6 +44,13 @@ CHART_FRAMES = 300
 #: the overview chart spans minutes: redrawing it every 2 s of sample time is
 #: enough, and halves its cost at the default 1 s interval
 CHART_EVERY_NS = 2_000_000_000
+
+
+#: under NO_COLOR the chart's lines are told apart by these (the first line keeps its blocks; drops are ``x``)
+CHART_MARKERS = "o+*#%=@"
+DROPS_MARKER = "x"
+#: a ring row under its group row (grouping on) is indented so
+RING_INDENT = "  "
 
 
 #: the name columns at wide widths are as wide as their longest content, within (least, most) cells;
@@ -200,6 +210,12 @@ class OverviewScreen(FipsScreen):
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("l", "log_scale", "Log scale", show=False),
         Binding("f6", "sort_menu", "Sort by…", show=False),
+        # htop's tree key: rings by domain, by process, then one row per ring again
+        Binding("f5", "group", "Group", show=False),
+        Binding("plus", "fold('open')", "Unfold", show=False),
+        Binding("minus", "fold('close')", "Fold", show=False),
+        Binding("asterisk", "fold_all", "Fold all", show=False),
+        Binding("c", "chart_split", "Chart per domain", show=False),
         # direct sort keys, as k9s's Shift+letter (htop's P/M/T): the same key again reverses
         *(Binding(k, f"sort_by('{k}')", f"Sort by {k}", show=False) for k in sorted({*RING_SORT_KEYS,
                                                                                    *CONSUMER_SORT_KEYS})),
@@ -228,6 +244,15 @@ class OverviewScreen(FipsScreen):
         self._name_widths: dict[str, int] | None = None
         self._name_widths_key: tuple = ()
         self._name_widths_age = 0
+        #: grouping of the rings (F5): None, "domain" or "process"; the folded groups (kept across
+        #: frames, sorts and modes)
+        self.group_mode: str | None = None
+        self.collapsed: set[GroupKey] = set()
+        self._groups: Groups | None = None  # of the shown snapshot, in group_mode
+        self._groups_snap: Snapshot | None = None
+        self._group_counts = np.zeros(0, dtype=np.int64)  # rings of each group the filter keeps
+        #: the chart: "totals" (records/s and drops/s of all rings) or "domains" (records/s per domain)
+        self.chart_mode = "totals"
         #: bumped for every frame shown: rows drawn for one version are kept
         #: by the tables across sorting and filtering
         self._version = 0
@@ -309,6 +334,8 @@ class OverviewScreen(FipsScreen):
 
     def _set_columns(self, wide: bool) -> None:
         widths = self._name_widths if wide else None
+        if widths is not None and self.group_mode is not None:  # ring names are indented under their group
+            widths = dict(widths, ring=widths["ring"] + len(RING_INDENT))
         for table, cols in ((self.query_one("#rings", VirtualTable), ring_columns(wide, widths)),
                             (self.query_one("#consumers", VirtualTable), consumer_columns(wide, widths))):
             if table.columns != cols:
@@ -372,24 +399,89 @@ class OverviewScreen(FipsScreen):
     def _refresh_rings(self, s: Snapshot) -> None:
         table = self.rings_table
         mask = self._filter_mask(self._search(s, "rings")) if self.filter_text else np.ones(s.rings.size, bool)
+        g = None
+        if self.group_mode is not None:
+            g = self._groups_of(s)
+            if self.filter_text:  # a group's own name (its pid, its comm) keeps every ring of it
+                mask = mask | self._filter_mask(grouping.search_text(g))[g.of_ring]
         perm = self._permutation(s.rings.size, mask, self.ring_state, lambda c: ring_sort_values(s, c))
-        self._ring_perm = perm
         names = [d.name for d in s.domains]
-        keys = [(names[d], r) for d, r in zip(s.rings["domain"][perm].tolist(), s.rings["ring"][perm].tolist())]
         table.set_sort(self.ring_state.sort, self.ring_state.descending)
         table.empty_text = (f"no ring matches the filter {self.filter_text!r} ({s.rings.size} hidden)"
                             if self.filter_text and s.rings.size else "no ring in use: no producer has logged yet")
-        table.set_rows(keys, self._ring_cell, version=self._version, row_ids=perm.tolist())
-        title = self._title("Rings", len(keys), s.rings.size, self.ring_state, table.columns)
+        shown_rings = int(perm.size)
+        if g is None:
+            self._ring_perm = perm
+            keys: list = [(names[d], r) for d, r in zip(s.rings["domain"][perm].tolist(),
+                                                         s.rings["ring"][perm].tolist())]
+            table.set_rows(keys, self._ring_cell, version=self._version, row_ids=perm.tolist())
+        else:
+            rows, ids = self._group_rows(s, g, perm)
+            dom, ring = s.rings["domain"], s.rings["ring"]
+            keys = [g.keys[-1 - i] if i < 0 else (names[int(dom[i])], int(ring[i])) for i in rows.tolist()]
+            # a ring row is drawn indented under its group: not the same line as ungrouped
+            table.set_rows(keys, self._ring_cell, version=(self._version, self.group_mode), row_ids=ids)
+        title = self._title("Rings", shown_rings, s.rings.size, self.ring_state, table.columns)
+        if g is not None:
+            title.append(f"   by {self.group_mode} ", style=palette.LABEL)
+            n_groups = int((self._group_counts > 0).sum())
+            title.append(f"{n_groups} group{'s' if n_groups != 1 else ''}", style="bold")
+            folded = sum(1 for k in g.keys if k in self.collapsed)
+            if folded:
+                title.append(f", {folded} folded", style=palette.LABEL)
         no_ring = [(d.name, int(d.records_no_ring), d.max_rings) for d in s.domains if d.records_no_ring]
         for dname, n, mr in no_ring[:3]:  # drops no ring row shows: the domain's ring table was full
             title.append("   no ring ", style=palette.LABEL)
             title.append(fmt.count(n), style=palette.DROPS)
             title.append(f" dropped in {fmt.name(dname)} (all {mr} rings taken)", style=palette.LABEL)
         self.query_one("#rings-title", TextLine).update(title)
-        if table.cursor_key is not None:
+        if table.cursor_key is not None and not isinstance(table.cursor_key, GroupKey):
             self.fips.selected_ring = table.cursor_key
 
+    # -- grouping ------------------------------------------------------------------------
+
+    def _groups_of(self, s: Snapshot) -> Groups:
+        g = self._groups
+        if g is None or self._groups_snap is not s or g.mode != self.group_mode:
+            assert self.group_mode is not None
+            g = grouping.groups(s, self.group_mode)
+            self._groups, self._groups_snap = g, s
+        return g
+
+    def _group_rows(self, s: Snapshot, g: Groups, perm: np.ndarray) -> tuple[np.ndarray, list]:
+        """The rows of the grouped table (``-1 - group`` for a group row) and their row ids."""
+        state = self.ring_state
+        if state.sort is None or not len(g):
+            group_order = np.arange(len(g))
+        else:
+            group_order = order(grouping.sort_values(g, s, state.sort), state.descending)
+        rows, counts = grouping.layout(g, perm, group_order, self.collapsed)
+        self._group_counts = counts
+        self._ring_perm = rows
+        # a group row is drawn again when it folds or the filter changes its count
+        ids = [("group", -1 - i, g.keys[-1 - i] in self.collapsed, int(counts[-1 - i])) if i < 0 else i
+               for i in rows.tolist()]
+        return rows, ids
+
+    def _group_spark(self) -> tuple[np.ndarray, float]:
+        """(frames, groups) of the groups' records/s (sums of their rings, NaN where none has a rate)
+        and the top of their sparklines."""
+        hit = self._spark_cache.get(("groups", self.group_mode))
+        if hit is not None:
+            return hit
+        g = self._groups
+        assert g is not None
+        m = self._spark_matrix("ring", "records_per_s")
+        out = np.full((m.shape[0], len(g)), np.nan)
+        for k in range(m.shape[0]):
+            row = m[k]
+            ok = ~np.isnan(row)
+            total = np.bincount(g.of_ring, weights=np.where(ok, row, 0.0), minlength=len(g))
+            known = np.bincount(g.of_ring, weights=ok.astype(np.float64), minlength=len(g))
+            out[k] = np.where(known > 0, total, np.nan)
+        top = float(np.nanmax(out)) if out.size and not np.isnan(out).all() else 0.0
+        self._spark_cache[("groups", self.group_mode)] = (out, top)
+        return out, top
     def _refresh_consumers(self, s: Snapshot) -> None:
         table = self.consumers_table
         mask = self._filter_mask(self._search(s, "consumers")) if self.filter_text else np.ones(s.consumers.size, bool)
@@ -442,13 +534,21 @@ class OverviewScreen(FipsScreen):
         self._chart_size = chart.size
         frames = self._frames[-CHART_FRAMES:]
         x = History.seconds_ago(frames)
+        mono = bool(getattr(self.app, "no_color", False))
+        drops = Series("drops/s (ring full)", History.totals_series(frames, lambda tot: tot.drops_per_s),
+                       palette.CHART_DROPS, DROPS_MARKER if mono else "")
+        if self.chart_mode == "domains":
+            series = []
+            for k, (label, values) in enumerate(domain_chart.split(frames)):
+                named = label if k == domain_chart.TOP_DOMAINS else fmt.name(label)
+                series.append(Series(named, values, palette.CHART_DOMAINS[k % len(palette.CHART_DOMAINS)],
+                                     CHART_MARKERS[(k - 1) % len(CHART_MARKERS)] if mono and k else ""))
+            chart.set_data(x, [*series, drops])
+            return
         chart.set_data(
             x,
-            [
-                Series("records/s", History.totals_series(frames, lambda tot: tot.records_per_s), palette.CHART_RATE),
-                Series("drops/s (ring full)", History.totals_series(frames, lambda tot: tot.drops_per_s),
-                       palette.CHART_DROPS),
-            ],
+            [Series("records/s", History.totals_series(frames, lambda tot: tot.records_per_s), palette.CHART_RATE),
+             drops],
         )
 
     # -- cells -------------------------------------------------------------------------
@@ -500,16 +600,23 @@ class OverviewScreen(FipsScreen):
         return c
 
     def _ring_cell(self, row: int, col: str):
+        i = int(self._ring_perm[row])
+        if i < 0:
+            return self._group_cell(-1 - i, col)
+        return self._ring_index_cell(i, col)
+
+    def _ring_index_cell(self, i: int, col: str):
+        """Cell ``col`` of ring ``i`` (its index in the shown snapshot)."""
         v: float
         s = self._snap
-        i = int(self._ring_perm[row])
         r = self._ring_row(i)
         dname = s.domains[int(r["domain"])].name
         wide = bool(self._wide)
         if col == "ring":
             closed = int(r["state"]) == 2
-            return [(fmt.name(dname), "bold" if not closed else palette.LABEL),
+            cell = [(fmt.name(dname), "bold" if not closed else palette.LABEL),
                     (f"/{int(r['ring'])}", palette.LABEL)]
+            return [(RING_INDENT, None), *cell] if self.group_mode is not None else cell
         if col == "pid":
             return str(int(r["pid"]))
         if col == "tid":
@@ -564,6 +671,73 @@ class OverviewScreen(FipsScreen):
             if row_c is None:
                 return str(c)
             return fmt.name(s.consumers["name"][row_c])
+        return ""
+
+    def _column_width(self, key: str) -> int:
+        table = self.rings_table
+        table._ensure_layout()
+        return next((w for c, _x, w in table._layout if c.key == key), 0)
+
+    def _group_cell(self, gi: int, col: str):
+        """Cell ``col`` of group ``gi``: its name and ring count, the sums and largest figures of its rings."""
+        g = self._groups
+        assert g is not None
+        wide = bool(self._wide)
+        key = g.keys[gi]
+        if col == "ring":
+            arrow = "▸ " if key in self.collapsed else "▾ "
+            if g.mode == "domain":
+                return [(arrow, "bold"), (fmt.name(g.labels[gi]), "bold")]
+            comm = g.comms[gi]
+            head = [(arrow, "bold"), (g.labels[gi], "bold"), (" ", None)]
+            room = self._column_width("ring") - len(arrow) - len(g.labels[gi]) - 1
+            text = fmt.name(comm) if comm is not None else "?"  # ?: the CPU probe did not see the process
+            if 0 < room < len(text):  # the pid stays whole: the comm is cut
+                text = text[:room - 1] + "…" if room > 1 else "…"
+            return [*head, (text, "default" if comm is not None else palette.LABEL)]
+        if col == "pid":
+            return str(key.value) if g.mode == "process" else ""
+        if col == "tid":
+            return ""
+        if col == "thread":
+            n, shown = int(g.rings[gi]), int(self._group_counts[gi]) if gi < self._group_counts.size else 0
+            what = f"{n} ring{'s' if n != 1 else ''}"
+            if self.filter_text and shown < n:
+                return [(f"{shown} of ", palette.FILTER), (what, "bold")]
+            return (what, "bold")
+        if col == "fill":
+            pct = float(g.fill_pct[gi])
+            width = 16 if wide else 8
+            b = fmt.bar(pct / 100.0, width)
+            filled = b.rstrip(" ")
+            return [(filled, palette.fill_style(pct)), ("·" * (width - len(filled)), palette.FILL_EMPTY),
+                    (f" {fmt.pct(pct):>5}", "bold")]
+        if col == "rate":
+            width = 16 if wide else 6
+            m, top = self._group_spark()
+            rate = float(g.records_per_s[gi])
+            val = fmt.DASH if math.isnan(rate) else fmt.si(rate)
+            return [(fmt.sparkline(m[:, gi], width, top=top), palette.RATE_SPARK),
+                    (f" {val:>6}", "bold" if rate else palette.ZERO)]
+        if col == "bytes":
+            v = float(g.bytes_per_s[gi])
+            return (fmt.DASH, palette.ZERO) if math.isnan(v) else (fmt.size(v), "bold" if v else palette.ZERO)
+        if col == "drops":
+            v = float(g.drops_per_s[gi])
+            if math.isnan(v):
+                return (fmt.DASH, palette.ZERO)
+            return (fmt.si(v), palette.DROPS) if v > 0 else ("0", palette.ZERO)
+        if col == "dropped":
+            n = int(g.records_dropped[gi])
+            return (fmt.count(n), palette.DROPS_LEGEND) if n else ("0", palette.ZERO)
+        if col == "claimed":
+            n = int(g.claimed_bytes[gi])
+            return (fmt.size(n), "bold") if n else ("0", palette.ZERO)
+        if col == "high":
+            return (fmt.pct(float(g.high_water_pct[gi])), "bold")
+        if col in ("lag", "slowest"):
+            lr = int(g.lag_ring[gi])
+            return self._ring_index_cell(lr, col) if lr >= 0 else (fmt.DASH, palette.ZERO)
         return ""
 
     def _consumer_cell(self, row: int, col: str):
@@ -652,6 +826,98 @@ class OverviewScreen(FipsScreen):
         self.app.push_screen(SortMenu("consumers" if consumers else "rings", table.columns, table.visible_columns(),
                                       state.sort, keys), chosen)
 
+    def action_group(self) -> None:
+        """F5: rings grouped by domain, then by process, then one row per ring again;
+        the highlighted ring stays highlighted (a highlighted group: its first ring)."""
+        table = self.rings_table
+        cur = table.cursor_key
+        ring = cur
+        if isinstance(cur, GroupKey):
+            ring = self._first_ring_of(cur)
+        modes = grouping.MODES
+        self.group_mode = modes[(modes.index(self.group_mode) + 1) % len(modes)]
+        self._groups = None
+        if self._wide:
+            self._set_columns(True)
+        self.refresh_tables()
+        if ring is not None and not table.move_to_key(ring) and self.group_mode is not None:
+            g = self._groups
+            s = self._shown
+            if g is not None and s is not None:  # its group is folded: the group row
+                row = s.ring_row(str(ring[0]), int(ring[1]))
+                if row is not None:
+                    table.move_to_key(g.keys[int(g.of_ring[row])])
+        what = {None: "one row per ring", "domain": "rings grouped by domain",
+                "process": "rings grouped by process"}[self.group_mode]
+        self.notify(what, timeout=2)
+
+    def _first_ring_of(self, key: GroupKey) -> tuple[str, int] | None:
+        s, g = self._shown, self._groups
+        if s is None or g is None:
+            return None
+        gi = g.index(key)
+        if gi is None:
+            return None
+        for i in self._ring_perm.tolist():  # the first shown, else the first of the snapshot
+            if i >= 0 and int(g.of_ring[i]) == gi:
+                return s.ring_key(i)
+        rows = np.flatnonzero(g.of_ring == gi)
+        return s.ring_key(int(rows[0])) if rows.size else None
+
+    def _cursor_group(self) -> GroupKey | None:
+        """The group of the highlighted row of the rings table (grouping on)."""
+        table = self.rings_table
+        cur = table.cursor_key
+        if self.group_mode is None or cur is None or self._groups is None:
+            return None
+        if isinstance(cur, GroupKey):
+            return cur
+        i = int(self._ring_perm[table.cursor_row])
+        return self._groups.keys[int(self._groups.of_ring[i])] if i >= 0 else None
+
+    def action_fold(self, how: str) -> None:
+        """``+`` unfolds, ``-`` folds (on a ring: its group, the cursor goes to the group's row),
+        Enter on a group row does either (``toggle``)."""
+        if self.focused is self.consumers_table:
+            return
+        key = self._cursor_group()
+        if key is None:
+            if self.group_mode is None:
+                self.notify("no groups: F5 groups the rings by domain, then by process", timeout=2)
+            return
+        fold = key not in self.collapsed if how == "toggle" else how == "close"
+        self.rings_table.move_to_key(key)
+        if fold:
+            self.collapsed.add(key)
+        else:
+            self.collapsed.discard(key)
+        self.refresh_tables()
+
+    def action_fold_all(self) -> None:
+        """``*``: every group folded, or, when they all are, every one unfolded."""
+        g = self._groups
+        if self.group_mode is None or g is None:
+            self.notify("no groups: F5 groups the rings by domain, then by process", timeout=2)
+            return
+        key = self._cursor_group()
+        if all(k in self.collapsed for k in g.keys):
+            self.collapsed.difference_update(g.keys)
+        else:
+            self.collapsed.update(g.keys)
+            if key is not None:
+                self.rings_table.move_to_key(key)
+        self.refresh_tables()
+
+    def action_chart_split(self) -> None:
+        """``c``: the chart's records/s per domain (the busiest apart, the rest as other), or the totals again."""
+        self.chart_mode = "domains" if self.chart_mode == "totals" else "totals"
+        chart = self.query_one("#chart", LineChart)
+        chart.set_title("per domain" if self.chart_mode == "domains" else "all rings")
+        self._chart_t = None
+        self._refresh_chart()
+        if not chart.display:
+            self.notify("the chart is shown on terminals 36 lines tall or more", timeout=3)
+
     def action_log_scale(self) -> None:
         """The chart's y axis in decades, or linear again."""
         chart = self.query_one("#chart", LineChart)
@@ -713,7 +979,8 @@ class OverviewScreen(FipsScreen):
 
     @on(VirtualTable.Highlighted, "#rings")
     def _ring_highlighted(self, event: VirtualTable.Highlighted) -> None:
-        self.fips.selected_ring = event.key
+        if not isinstance(event.key, GroupKey):  # a group row: the ring highlighted before stays selected
+            self.fips.selected_ring = event.key
 
     @on(VirtualTable.Highlighted, "#consumers")
     def _consumer_highlighted(self, event: VirtualTable.Highlighted) -> None:
@@ -721,6 +988,9 @@ class OverviewScreen(FipsScreen):
 
     @on(VirtualTable.Selected, "#rings")
     def _ring_selected(self, event: VirtualTable.Selected) -> None:
+        if isinstance(event.key, GroupKey):  # Enter (or a second click) on a group row folds or unfolds it
+            self.action_fold("toggle")
+            return
         self.fips.open_ring(event.key)
 
     @on(VirtualTable.Selected, "#consumers")

@@ -43,6 +43,9 @@ CHART_RATE = (152, 195, 121)
 CHART_DROPS = (255, 77, 79)
 CHART_FILL = (97, 175, 239)
 CHART_LAG = (229, 192, 123)
+#: the chart per domain (``c``): one line per domain, never the drops red; the last is "other"
+CHART_DOMAINS = ((152, 195, 121), (97, 175, 239), (229, 192, 123), (198, 120, 221), (86, 182, 194),
+                 (171, 178, 191))
 
 
 def fill_style(pct: float) -> str:

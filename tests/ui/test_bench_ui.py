@@ -51,3 +51,12 @@ def test_producer_ab_with_the_app_stopped_and_running() -> None:
     lo, hi = res["ratio_ci95"]
     assert lo <= res["ratio"] <= hi
     assert res["app"]["frames"] >= 1 and res["app"]["rings"] == 1
+
+
+def test_frame_measurement_runs_grouped() -> None:
+    """The bench's grouped run (F5, by process): 64 rings of 8 processes, a group row each."""
+    from fipstop.bench.ui import _frames
+
+    res = asyncio.run(_frames(64, 3, group="process"))
+    assert res["grouped_by"] == "process" and res["rows_in_table"] == 64 + 8
+    assert res["frame_ms"]["n"] > 0

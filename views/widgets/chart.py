@@ -10,7 +10,9 @@ is finer but missing from many fonts), y ticks on the left, x ticks below.
 
 Lines are drawn in series order: where two series share a cell, the later
 one's colour and pixels win.  NaN values (no rate yet, row absent) are left
-out rather than drawn as 0; the line joins the points around them.
+out rather than drawn as 0; the line joins the points around them.  A series
+with a ``marker`` is drawn with that character, one point per cell, so that
+lines stay apart without colour (NO_COLOR).
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ class Series:
     label: str
     values: Sequence[float] | np.ndarray  # NaN: no value (a gap in the line)
     color: tuple[int, int, int]  # RGB (line and legend)
+    #: "": the line in quadrant blocks; a character: the line drawn with it, one point per cell
+    #: (under NO_COLOR the series are told apart by it, not only by colour)
+    marker: str = ""
 
 
 def nice_ticks(top: float, n: int = 4) -> list[float]:
@@ -120,7 +125,7 @@ def chart_lines(width: int, height: int, x: Sequence[float], series: Sequence[Se
         ok = ~np.isnan(v)
         if ok.any():
             top = max(top, float(v[ok].max()))
-            data.append((xa[: v.size][ok], v[ok], s.color))
+            data.append((xa[: v.size][ok], v[ok], s.color, s.marker))
     ticks = log_ticks(top, 3 if height < 10 else 5) if log else nice_ticks(top, 3 if height < 10 else 4)
     labels = tick_labels(ticks, yfmt)
     lw = max(len(t) for t in labels)
@@ -133,7 +138,17 @@ def chart_lines(width: int, height: int, x: Sequence[float], series: Sequence[Se
     # pixels: 2 per cell each way; y grows downwards
     mask = np.zeros((rows, cols), dtype=np.int64)
     colour = np.full((rows, cols), -1, dtype=np.int64)
-    for idx, (sx, sv, _rgb) in enumerate(data):
+    marks = np.full((rows, cols), "", dtype=object)  # a marker series' character, where it won the cell
+    for idx, (sx, sv, _rgb, marker) in enumerate(data):
+        if marker:  # one point per cell, drawn with the marker
+            px = np.rint((sx - lo) / span * (cols - 1)).astype(np.int64)
+            py = np.rint((1.0 - np.clip(_ypos(sv, ymax, log), 0.0, 1.0)) * (rows - 1)).astype(np.int64)
+            xs, ys = _raster(px, py)
+            xs, ys = np.clip(xs, 0, cols - 1), np.clip(ys, 0, rows - 1)
+            mask[ys, xs] = 0
+            marks[ys, xs] = marker
+            colour[ys, xs] = idx
+            continue
         px = np.rint((sx - lo) / span * (2 * cols - 1)).astype(np.int64)
         py = np.rint((1.0 - np.clip(_ypos(sv, ymax, log), 0.0, 1.0)) * (2 * rows - 1)).astype(np.int64)
         xs, ys = _raster(px, py)
@@ -143,6 +158,7 @@ def chart_lines(width: int, height: int, x: Sequence[float], series: Sequence[Se
         np.bitwise_or.at(bits, (ys // 2, xs // 2), 1 << ((ys % 2) * 2 + (xs % 2)))
         hit = bits > 0
         mask[hit] = bits[hit]  # the later series wins a shared cell
+        marks[hit] = ""
         colour[hit] = idx
 
     tick_rows: dict[int, str] = {}
@@ -157,7 +173,11 @@ def chart_lines(width: int, height: int, x: Sequence[float], series: Sequence[Se
         tick = tick_rows.get(r)
         line: list[tuple[str, tuple[int, int, int] | None]] = [
             ((tick.rjust(lw) + "┤") if tick is not None else (" " * lw + "│"), None)]
-        text = "".join(chars[mask[r]].tolist())
+        cells = chars[mask[r]]
+        marked = marks[r] != ""
+        if marked.any():
+            cells = np.where(marked, marks[r], cells)
+        text = "".join(cells.tolist())
         c = colour[r]
         # runs of one colour (-1: blank)
         cuts = np.flatnonzero(np.diff(c)) + 1
@@ -198,7 +218,7 @@ def legend(title: str, series: Sequence[Series]) -> Text:
         t.append(f" {title} ", style="bold")
     for s in series:
         r, g, b = s.color
-        t.append(" ━━ ", style=f"bold rgb({r},{g},{b})")
+        t.append(f" {s.marker * 2 if s.marker else '━━'} ", style=f"bold rgb({r},{g},{b})")
         t.append(s.label + " ")
     return t
 
@@ -230,10 +250,15 @@ class LineChart(Widget):
         self._version = 0
         self.empty_text = "collecting samples…"
 
+    def set_title(self, title: str) -> None:
+        """A new title (the legend follows it)."""
+        self.title = title
+        self.border_title = legend(self.title + (" (log scale)" if self.log_scale else ""), self._series)
+
     def set_data(self, x: Sequence[float], series: Sequence[Series], *,
                  yfmt: Callable[[float], str] = fmt.si) -> None:
         self._x = list(x)
-        if [(s.label, s.color) for s in series] != [(s.label, s.color) for s in self._series]:
+        if [(s.label, s.color, s.marker) for s in series] != [(s.label, s.color, s.marker) for s in self._series]:
             self.border_title = legend(self.title + (" (log scale)" if self.log_scale else ""), series)
         self._series = list(series)
         self._yfmt = yfmt
