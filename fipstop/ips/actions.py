@@ -178,7 +178,20 @@ class Nft:
         return [r] * len(jobs)  # one transaction: all or nothing
 
     def unban(self, jobs: list[BanJob]) -> list[str]:
-        return [OK] * len(jobs)  # the element's timeout removed it
+        """Delete the elements now (a ban lifted by hand, ``fipstop ips-client unban``); a ban that
+        ends at bantime never comes here: the element's timeout removed it.  An element already gone
+        (timed out, or deleted by someone else) is unbanned all the same."""
+        out = []
+        for j in jobs:  # one transaction per element: one that is gone must not fail the others
+            if "/" in j.ip:
+                net = ipaddress.ip_network(j.ip)  # only a parsed address or network reaches the script
+                key, name = str(net), self.net6 if net.version == 6 else self.net4
+            else:
+                addr = ipaddress.ip_address(j.ip)
+                key, name = str(addr), self.set6 if addr.version == 6 else self.set4
+            r = self._run(f"delete element {self.family} {self.table} {name} {{ {key} }}\n")
+            out.append(OK if r == OK or "No such file or directory" in r else r)
+        return out
 
 
 class Command:
