@@ -105,6 +105,8 @@ class SourceStats:
     exact: bool = False
     #: bans the percentiles are over (the source's count when ``exact``, else the events read)
     ttb_count: int = 0
+    #: where the source takes commands ('' none known): ``BansSample.control`` (the banned-addresses view's ``u``)
+    control: str = ""
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,7 @@ def _derive_source(prev: SourceStats | None, cur: BansSample, active_keys: dict[
         ttb_hist=tuple(hist), ttb_p50_ns=_capped(ttb_percentile_ns(hist, 0.50), ttb_max),
         ttb_p90_ns=_capped(ttb_percentile_ns(hist, 0.90), ttb_max),
         ttb_p99_ns=_capped(ttb_percentile_ns(hist, 0.99), ttb_max), ttb_max_ns=ttb_max, ttb_count=sum(hist),
+        control=getattr(cur, "control", "") or "",
     )
     tally = getattr(cur, "ips", None)
     return out if tally is None else _from_tally(prev, out, tally)
