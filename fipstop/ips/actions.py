@@ -59,10 +59,12 @@ class DryRun:
 class Nft:
     """Elements with a timeout in a named set; one nft transaction per burst.
 
-    The kernel removes an element when its timeout ends, so unban has nothing to
-    do.  ``setup`` creates TABLE, SET (ipv4_addr) and SET6 (ipv6_addr, not for
-    family ip) with ``flags timeout`` and, when it created the table, a chain
-    that drops packets from both sets: without that a set bans nothing.
+    The kernel removes an element when its timeout ends, so a ban that ends at
+    bantime needs no unban; ``unban`` (a ban lifted by hand through the control
+    socket, :mod:`fipstop.ips.control`) deletes the element.  ``setup`` creates
+    TABLE, SET (ipv4_addr) and SET6 (ipv6_addr, not for family ip) with
+    ``flags timeout`` and, when it created the table, a chain that drops
+    packets from both sets: without that a set bans nothing.
     Networks (range bans, :mod:`fipstop.ips.ranges`) go to SET_net and
     SET6_net (``flags interval, timeout``), each with its drop rule added
     when the set is created.

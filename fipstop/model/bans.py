@@ -252,7 +252,8 @@ def _from_tally(prev: SourceStats | None, out: SourceStats, t: IpsTally) -> Sour
         valid = True
     return replace(out, bans_total=total, unbans_total=t.unbans, failed_total=t.failed, active=t.active,
                    bans_per_s=rate, rate_valid=valid, ttb_p50_ns=t.ttb_p50_ns, ttb_p90_ns=t.ttb_p90_ns,
-                   ttb_p99_ns=t.ttb_p99_ns, ttb_max_ns=t.ttb_max_ns or 0, exact=True, ttb_count=t.ttb_count)
+                   ttb_p99_ns=t.ttb_p99_ns, ttb_max_ns=t.ttb_max_ns or 0, exact=True, ttb_count=t.ttb_count,
+                   control=t.control or out.control)
 
 
 #: probe name -> the source its samples carry

@@ -353,3 +353,17 @@ def test_control_path_in_the_tally() -> None:
     for bad in ('"x\\u001b[2J"', "7", '"' + "a" * 200 + '"'):
         with pytest.raises(ValueError, match="control"):
             decode_record(old.replace(b',"jails"', f',"control":{bad},"jails"'.encode()))
+
+
+def test_the_socket_reaches_the_dashboards_source_stats() -> None:
+    from fipstop.model.bans import derive_bans
+    from fipstop.probes.bans import BansSample
+
+    t = IpsTally("fipstop-ips", 1, 2, 3, 4, 0, 4, 0, 4, 0, control="/run/fipstop/ips-fips-bans.sock")
+    st = derive_bans(None, [BansSample("fipstop-ips", 1, 2, ips=t),
+                            BansSample("fail2ban", 1, 2, probe="fail2ban", control="/tmp/f2b.sock")])
+    assert st.source("fipstop-ips").control == "/run/fipstop/ips-fips-bans.sock"  # type: ignore[union-attr]
+    assert st.source("fail2ban").control == "/tmp/f2b.sock"  # type: ignore[union-attr]
+    # an IPS that publishes none (an old one, --no-control): none
+    st = derive_bans(None, [BansSample("fipstop-ips", 1, 2, ips=replace(t, control=""))])
+    assert st.source("fipstop-ips").control == ""  # type: ignore[union-attr]
