@@ -360,11 +360,17 @@ def request(path: str, req: dict[str, Any], timeout_s: float = 10.0) -> dict[str
                                "denied") from None
         except OSError as exc:
             raise ControlError(f"{path}: {exc.strerror or exc}", "absent") from None
+        buf = b""
         try:
-            s.sendall(json.dumps(req, separators=(",", ":")).encode() + b"\n")
-            buf = b""
+            try:
+                s.sendall(json.dumps(req, separators=(",", ":")).encode() + b"\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # it hung up without reading (a refused peer): its one-line answer is still ours to read
             while b"\n" not in buf and len(buf) <= MAX_REPLY:
-                chunk = s.recv(65536)
+                try:
+                    chunk = s.recv(65536)
+                except ConnectionResetError:  # after its answer: what it did not read was dropped
+                    break
                 if not chunk:
                     break
                 buf += chunk
@@ -375,6 +381,8 @@ def request(path: str, req: dict[str, Any], timeout_s: float = 10.0) -> dict[str
     finally:
         s.close()
     line = buf.partition(b"\n")[0]
+    if not line.strip():
+        raise ControlError(f"{path}: the connection closed without an answer", "protocol")
     try:
         rep = json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):

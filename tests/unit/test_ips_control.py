@@ -367,3 +367,24 @@ def test_the_socket_reaches_the_dashboards_source_stats() -> None:
     # an IPS that publishes none (an old one, --no-control): none
     st = derive_bans(None, [BansSample("fipstop-ips", 1, 2, ips=replace(t, control=""))])
     assert st.source("fipstop-ips").control == ""  # type: ignore[union-attr]
+
+
+def test_client_reads_the_answer_of_a_server_that_hung_up_without_reading(tmp_path: Path) -> None:
+    """A refused peer is answered and hung up on unread: the client's send fails (EPIPE), the answer is
+    still read (this was a flaky 'Broken pipe' instead of 'permission denied')."""
+    path = tmp_path / "refuser.sock"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))
+    s.listen(1)
+
+    def refuse() -> None:
+        c, _ = s.accept()
+        c.sendall(b'{"ok":false,"error":"permission denied: uid 65534 may not control this fipstop ips"}\n')
+        c.close()
+    t = threading.Thread(target=refuse)
+    t.start()
+    with pytest.raises(ControlError, match="permission denied: uid 65534") as e:
+        request(str(path), {"cmd": "unban", "jail": "x" * (4 << 20), "ip": "10.0.0.7"})  # > any socket buffer
+    t.join()
+    s.close()
+    assert e.value.kind == "denied"
