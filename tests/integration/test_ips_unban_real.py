@@ -203,3 +203,40 @@ def test_client_errors_are_one_line(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "fipstop", "ips-client", "--help"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0 and "unban" in r.stdout and "255" in r.stdout
+
+
+def test_default_socket_taken_second_ips_runs_without_one(shm_dir: Path, tmp_path: Path) -> None:
+    """Without --control the socket is the bans domain's default; a second IPS on the same bans domain
+    keeps banning without a socket, saying so in one warning line (an explicit --control refuses to start)."""
+    if os.geteuid() != 0:
+        pytest.skip("the default path as root is /run/fipstop")
+    from fipstop.ips.control import default_path
+
+    path = default_path("fips-bans", str(shm_dir))
+    assert path is not None and path.startswith("/run/fipstop/ips-fips-bans-")
+
+    def ips(name: str, stats: Path) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "fipstop", "--shm-dir", str(shm_dir), "ips", "--domain", "app",
+                                 "--consumer", name, "--stats-json", str(stats)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    s1, s2 = tmp_path / "1.json", tmp_path / "2.json"
+    with _fips.Domain("app", shm_dir, ring_capacity=1 << 16, max_record=512):
+        first = ips("one", s1)
+        try:
+            assert wait(lambda: s1.exists(), 30)
+            assert read_stats(s1).control == path
+            second = ips("two", s2)
+            try:
+                assert wait(lambda: s2.exists(), 30)
+                assert read_stats(s2).control == "" and second.poll() is None
+                r = subprocess.run([sys.executable, "-m", "fipstop", "--shm-dir", str(shm_dir), "ips-client",
+                                    "--json", "status"], capture_output=True, text=True, timeout=60)
+                assert r.returncode == 0 and json.loads(r.stdout)["pid"] == first.pid  # the default path found it
+            finally:
+                err2 = stop(second)
+        finally:
+            err1 = stop(first)
+    assert f"control socket {path} (fipstop ips-client)" in err1
+    warn = [ln for ln in err2.splitlines() if "no control socket" in ln]
+    assert len(warn) == 1 and "another process answers on it" in warn[0]
+    assert not os.path.exists(path)
