@@ -9,13 +9,17 @@ Wire format: one JSON object per record, UTF-8, at most ``MAX_EVENT_BYTES``::
 
     {"v":1,"kind":"ban","ip":"10.0.0.7","jail":"sshd",
      "first_ns":..., "trigger_ns":..., "ban_ns":..., "hits":5,
-     "data":{"user":"root"},
+     "data":{"user":"root"},"bantime_ms":600000,
      "action":"nft","result":"ok","source":"fipstop-ips"}
 
 ``data`` (optional, absent when empty) holds what the filter captured of the
 failure that triggered the ban besides its address -- ``<F-USER>``,
 ``<F-ALT_USER>``, ``<F-ID>``, ``<F-PORT>`` and other groups -- each value cut
 to 64 characters, as many items as fit in 384 bytes (:func:`data_json`).
+
+``bantime_ms`` (optional, ban events only) is how long the ban lasts: the ban ends at
+``ban_ns + bantime_ms`` ms (``BanEvent.expires_ns``).  Events without it (recordings made before
+``fipstop ips`` wrote it) decode with ``expires_ns`` None: unknown.
 
 Times are CLOCK_REALTIME nanoseconds: ``first_ns`` is the timestamp of the
 first offending record counted toward the ban, ``trigger_ns`` of the record
@@ -32,7 +36,11 @@ its own that a burst of ban events never laps::
 
     {"v":1,"kind":"stats","source":"fipstop-ips","pid":..,"started_ns":..,"taken_ns":..,
      "bans":..,"unbans":..,"active":..,"failed":..,"published":..,"dropped":..,
-     "ttb":[count,p50_ns,p90_ns,p99_ns,max_ns],"jails":[[name,bans,active,failed],...]}
+     "ttb":[count,p50_ns,p90_ns,p99_ns,max_ns],"control":"/run/fipstop/ips-fips-bans.sock",
+     "jails":[[name,bans,active,failed],...]}
+
+``control`` (optional) is the IPS's control socket (:mod:`fipstop.ips.control`): where
+``fipstop ips-client`` (and the banned-addresses view's ``u``) asks it to lift a ban.
 
 A monitor that follows the events can be lapped when 2^16 bans arrive in a
 second; the tally is how it still shows exact totals, bans in force and the
@@ -74,7 +82,8 @@ class BanEvent:
     source: str = "fipstop-ips"
     #: (name, value) pairs the filter captured (user, ...); attacker-controlled text
     data: tuple[tuple[str, str], ...] = ()
-    #: when the ban ends (ns since the epoch): None when the source does not say (``fipstop ips``'s events);
+    #: when the ban ends (ns since the epoch): None when the source does not say (``fipstop ips``'s events
+    #: before they carried ``bantime_ms``);
     #: ``permanent`` when it never ends (Fail2Ban's bantime -1)
     expires_ns: int | None = None
     permanent: bool = False
@@ -123,11 +132,23 @@ def encode(ev: BanEvent) -> bytes:
         d[k] = _cut(" ".join(str(d[k]).split()))
     head = {"v": WIRE_VERSION, **{k: d[k] for k in ("kind", "ip", "jail", "first_ns", "trigger_ns", "ban_ns", "hits")}}
     tail = {k: d[k] for k in ("action", "result", "source")}
-    out = (json.dumps(head, separators=(",", ":"), ensure_ascii=True)[:-1] + data_json(ev.data) + ","
+    bt = bantime_json(_bantime_ms(ev))
+    out = (json.dumps(head, separators=(",", ":"), ensure_ascii=True)[:-1] + data_json(ev.data) + bt + ","
            + json.dumps(tail, separators=(",", ":"), ensure_ascii=True)[1:]).encode()
     if len(out) > MAX_EVENT_BYTES:  # pragma: no cover - bounded by _cut
         raise ValueError("ban event too long")
     return out
+
+
+def _bantime_ms(ev: BanEvent) -> int | None:
+    if ev.kind != "ban" or ev.permanent or ev.expires_ns is None or ev.expires_ns < ev.ban_ns:
+        return None
+    return (ev.expires_ns - ev.ban_ns) // 1_000_000
+
+
+def bantime_json(ms: int | None) -> str:
+    """The ``,"bantime_ms":N`` part of a ban event ('' when the bantime is not known)."""
+    return "" if ms is None else f',"bantime_ms":{int(ms)}'
 
 
 def wire_str(v: str) -> bytes:
@@ -135,17 +156,22 @@ def wire_str(v: str) -> bytes:
     return json.dumps(_cut(" ".join(str(v).split())), ensure_ascii=True).encode()
 
 
-def event_parts(kind: str, action: str, result: str = "ok", source: str = "fipstop-ips") -> tuple[bytes, bytes]:
+def event_parts(kind: str, action: str, result: str = "ok", source: str = "fipstop-ips",
+                bantime_ms: int | None = None) -> tuple[bytes, bytes]:
     """The constant head and tail of :func:`encode`'s output for one (kind,
     action, result, source), for ``fipstop._ipsfast.format_events``: a record
     is ``head + ip + '","jail":' + wire_str(jail) + ',"first_ns":..,"hits":N' + tail``,
-    byte for byte what ``encode(BanEvent(...))`` gives for a canonical ``ip``.
+    byte for byte what ``encode(BanEvent(...))`` gives for a canonical ``ip`` (a ban's ``bantime_ms``, constant
+    per jail, is in the tail: ``expires_ns = ban_ns + bantime_ms`` ms).
     ``fipstop ips`` bans tens of thousands of addresses in a burst;
     ``asdict`` + ``json.dumps`` per event would dominate its time-to-ban."""
     if kind not in _KINDS:
         raise ValueError(f"unknown kind {kind!r}")
     head = f'{{"v":{WIRE_VERSION},"kind":"{kind}","ip":"'.encode()
-    tail = b',"action":' + wire_str(action) + b',"result":' + wire_str(result) + b',"source":' + wire_str(source) + b"}"
+    if kind != "ban":
+        bantime_ms = None
+    tail = (bantime_json(bantime_ms).encode() + b',"action":' + wire_str(action) + b',"result":' + wire_str(result)
+            + b',"source":' + wire_str(source) + b"}")
     return head, tail
 
 
@@ -189,11 +215,18 @@ def decode(payload: bytes | bytearray | memoryview) -> BanEvent:
     if not isinstance(data, dict) or len(data) > _MAX_DATA or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
         raise ValueError(f"ban event: field 'data' is not an object of at most {_MAX_DATA} strings")
+    ban_ns = _int(d, "ban_ns")
+    expires = None
+    if "bantime_ms" in d and kind == "ban":
+        ms = _int(d, "bantime_ms")
+        if ms >= 1 << 40:  # 35 years: a bigger one is not a bantime
+            raise ValueError("ban event: field 'bantime_ms' is out of range")
+        expires = ban_ns + ms * 1_000_000
     return BanEvent(kind=kind, ip=ip, jail=_str(d, "jail"), first_ns=_int(d, "first_ns"),
-                    trigger_ns=_int(d, "trigger_ns"), ban_ns=_int(d, "ban_ns"), hits=_int(d, "hits"),
+                    trigger_ns=_int(d, "trigger_ns"), ban_ns=ban_ns, hits=_int(d, "hits"),
                     action=_str(d, "action"), result=_str(d, "result"),
                     source=_str(d, "source") if "source" in d else "fipstop-ips",
-                    data=tuple((_cut(k), _cut(v)) for k, v in data.items()))
+                    data=tuple((_cut(k), _cut(v)) for k, v in data.items()), expires_ns=expires)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,8 +257,12 @@ class IpsTally:
     ttb_p99_ns: int | None = None
     ttb_max_ns: int | None = None
     jails: tuple[tuple[str, int, int, int], ...] = ()
+    #: the IPS's control socket ('' when it has none): see :mod:`fipstop.ips.control`
+    control: str = ""
 
 
+#: a control socket's path is at most this long (AF_UNIX's sun_path is 108 bytes)
+MAX_CONTROL_PATH = 107
 _TALLY_INTS = ("pid", "started_ns", "taken_ns", "bans", "unbans", "active", "failed", "published", "dropped")
 
 
@@ -237,6 +274,8 @@ def encode_tally(t: IpsTally) -> bytes:
     ttb = [int(t.ttb_count)] + [-1 if v is None else int(v)
                                 for v in (t.ttb_p50_ns, t.ttb_p90_ns, t.ttb_p99_ns, t.ttb_max_ns)]
     head["ttb"] = ttb
+    if t.control and len(t.control.encode()) <= MAX_CONTROL_PATH:
+        head["control"] = t.control
     base = json.dumps(head, separators=(",", ":"), ensure_ascii=True)[:-1]
     jails: list[str] = []
     size = len(base) + len(',"jails":[]}')
@@ -265,8 +304,12 @@ def _tally(d: dict) -> IpsTally:
             raise ValueError("ban stats: a jail is not [name, bans, active, failed]")
         jails.append((_cut(j[0]), j[1], j[2], j[3]))
     pct = [None if v < 0 else v for v in ttb[1:]]
+    control = d.get("control", "")
+    if not isinstance(control, str) or len(control.encode()) > MAX_CONTROL_PATH or not control.isprintable():
+        raise ValueError("ban stats: field 'control' is not a socket path")
     return IpsTally(source=_str(d, "source"), **{k: _int(d, k) for k in _TALLY_INTS}, ttb_count=max(ttb[0], 0),
-                    ttb_p50_ns=pct[0], ttb_p90_ns=pct[1], ttb_p99_ns=pct[2], ttb_max_ns=pct[3], jails=tuple(jails))
+                    ttb_p50_ns=pct[0], ttb_p90_ns=pct[1], ttb_p99_ns=pct[2], ttb_max_ns=pct[3], jails=tuple(jails),
+                    control=control)
 
 
 def decode_record(payload: bytes | bytearray | memoryview) -> BanEvent | IpsTally:

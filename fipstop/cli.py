@@ -52,6 +52,7 @@ COMMANDS: list[str] = [
     "fipstop.commands.wrap",
     "fipstop.commands.profile",
     "fipstop.commands.ips",
+    "fipstop.commands.ips_client",
     "fipstop.commands.demo",
     "fipstop.commands.record",
     "fipstop.commands.replay",

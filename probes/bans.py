@@ -67,6 +67,9 @@ class BansSample:
     probe: str = "bans"
     #: the newest tally the IPS published (its own cumulative counters), None if none was seen
     ips: IpsTally | None = None
+    #: where the source takes commands ('' when it has none or does not say): fail2ban-server's socket
+    #: (fail2ban-client -s), ``fipstop ips``'s control socket (from its tally, ``ips.control``)
+    control: str = ""
 
 
 def _one_line(text: object) -> str:
@@ -250,7 +253,8 @@ class BansProbe:
             self._next_seq.pop(gone, None)
             self._published_base += self._committed.pop(gone, 0)
         return BansSample(self.source, int(snap.taken_mono_ns), int(snap.taken_realtime_ns), tuple(events),
-                          self._seen, self._bad, self._missed, self._published(), None, "", ips=self._tally)
+                          self._seen, self._bad, self._missed, self._published(), None, "", ips=self._tally,
+                          control=self._tally.control if self._tally is not None else "")
 
     def _close(self) -> None:
         if self._mon is not None:

@@ -132,7 +132,7 @@ class Fail2BanProbe:
 
     def _empty(self, reason: str, active: int | None = None) -> BansSample:
         return BansSample(self.source, time.monotonic_ns(), time.time_ns(), (), self._seen, self._bad, 0,
-                          self._seen, active, reason, probe=self.name)
+                          self._seen, active, reason, probe=self.name, control=self.socket_path or "")
 
     def sample(self) -> BansSample:
         with self._lock:
@@ -194,7 +194,7 @@ class Fail2BanProbe:
                            for jail, ip in sorted((self._in_force_before | banned) - in_force)]
             self._in_force_before = in_force
         return BansSample(self.source, mono, now, tuple(events), self._seen, self._bad, 0, self._seen, active, "",
-                          probe=self.name)
+                          probe=self.name, control=self.socket_path or "")
 
     def _in_force(self, con: sqlite3.Connection, now_ns: int) -> set[tuple[str, str]] | None:
         """(jail, address) of every ban in force (``bips``); None when there are more than IN_FORCE_ROWS_MAX

@@ -3,18 +3,23 @@
 
 One row per ban in force: source, jail (CrowdSec: the scenario), address, when it was banned, for how
 long it has been, when it ends and the time left ("never" for a permanent ban, "unknown" where the source
-does not say: ``fipstop ips``'s events carry no bantime).  The list is what the snapshot holds: the newest
-:data:`fipstop.model.bans.IN_FORCE_MAX` bans per source; the title gives each source's exact count in force
-and says when the list is partial.  ``/`` filters (a substring of source, jail, address or action),
-Shift+letter sorts (again reverses), ``u`` lifts a Fail2Ban ban through ``fail2ban-client`` after a
-confirmation; for the other sources it says why not.  Times are the shown frame's, so a replay is consistent.
+does not say: ``fipstop ips``'s events before they carried their bantime).  The list is what the snapshot
+holds: the newest :data:`fipstop.model.bans.IN_FORCE_MAX` bans per source; the title gives each source's
+exact count in force and says when the list is partial.  ``/`` filters (a substring of source, jail, address or action),
+Shift+letter sorts (again reverses), ``u`` lifts a ban after a confirmation that shows the exact command:
+a Fail2Ban ban through ``fail2ban-client`` (``-s`` the socket the dashboard follows), a ``fipstop ips`` ban
+through the control socket the IPS publishes (``fipstop ips-client unban JAIL ADDR``); for the other
+sources, in a replay, for an IPS without a socket or one that would refuse us, it says why not.  The
+command runs off the UI thread; its result is the note under the table.  Times are the shown frame's, so a
+replay is consistent.
 
 Addresses and jails come from other processes: shown escaped (``fmt.name``), passed to fail2ban-client as
-separate arguments after :func:`fipstop.unban.refusal` checked them.
+separate arguments (to the IPS as JSON fields) after :func:`fipstop.unban.refusal` checked them.
 """
 
 from __future__ import annotations
 
+import shlex
 import threading
 
 from rich.text import Text
@@ -115,7 +120,7 @@ class ConfirmUnban(ModalScreen[bool]):
         super().__init__()
         self.text = Text()
         self.text.append(f"Lift the ban of {fmt.name(ip)} in jail {fmt.name(jail)}?\n\n", style="bold")
-        self.text.append("runs: " + " ".join(fmt.name(a) for a in argv) + "\n\n", style=palette.LABEL)
+        self.text.append("runs: " + " ".join(fmt.name(shlex.quote(a)) for a in argv) + "\n\n", style=palette.LABEL)
         self.text.append("y: unban   n / Esc: cancel")
 
     def compose(self) -> ComposeResult:
@@ -210,7 +215,7 @@ class BanListScreen(FipsScreen):
         if self.filter_text:
             t.append("filter ", style=palette.FILTER)
             t.append(repr(self.filter_text) + "   ", style=palette.FILTER)
-        t.append("/ filter  S J A B F E L H T sort  u unban (Fail2Ban)", style=palette.LABEL)
+        t.append("/ filter  S J A B F E L H T sort  u unban (Fail2Ban, fipstop ips)", style=palette.LABEL)
         self.query_one("#banlist-title", TextLine).update(t)
 
     def _cell(self, row: int, col: str):
@@ -301,21 +306,25 @@ class BanListScreen(FipsScreen):
         if getattr(self.app, "replay", None) is not None:
             self._note("a recording: nothing to unban (this is the past)", palette.WARN)
             return
-        why = unban.refusal(source, jail, ip)
+        stats = self.fips.ban_stats()
+        src = stats.source(source) if stats is not None else None
+        control = src.control if src is not None else ""  # fail2ban-server's / fipstop ips's socket
+        why = unban.refusal(source, jail, ip, control)
         if why:
             self._note(f"cannot unban {fmt.name(ip)} here: {fmt.name(why)}", palette.WARN)
             return
-        argv = unban.unban_argv(jail, ip)
+        argv = unban.unban_argv(jail, ip, socket=control or None, source=source)
 
         def answered(yes: bool | None) -> None:
             if not yes:
                 self._note("unban cancelled", palette.LABEL)
                 return
             self._note(f"unbanning {fmt.name(ip)} in {fmt.name(jail)}…", palette.LABEL)
-            threading.Thread(target=self._run_unban, args=(jail, ip), daemon=True, name="unban").start()
+            threading.Thread(target=self._run_unban, args=(source, jail, ip, control), daemon=True,
+                             name="unban").start()
 
         self.app.push_screen(ConfirmUnban(ip, jail, argv), answered)
 
-    def _run_unban(self, jail: str, ip: str) -> None:
-        ok, what = unban.unban(jail, ip)
+    def _run_unban(self, source: str, jail: str, ip: str, control: str) -> None:
+        ok, what = unban.unban(jail, ip, socket=control or None, source=source)
         self.app.call_from_thread(self._note, fmt.name(what), palette.LIVE if ok else palette.WARN_BOLD)

@@ -73,6 +73,13 @@ records:
   as it is.  Truncated records are matched (an attacker cannot evade by
   padding) and counted, unless --skip-truncated.
 
+control (--control PATH, --no-control):
+  A Unix socket, owner only (and root), answering `fipstop ips-client status` and
+  `fipstop ips-client unban JAIL ADDR`: the action's unban runs (nft: the element is
+  deleted), the address is forgotten (new failures ban it again) and an unban event
+  is published.  A stale socket of a dead IPS is replaced; a live one is not (with
+  --control: the IPS does not start; by default: it runs without one, with a warning).
+
 stats (--stats-json, rewritten atomically once per second; "-" = JSON lines on stdout):
   see fipstop/ips/stats.py: records, records_per_s, matched, ignored, not_ip, bans,
   unbans, active_bans, tracked, evictions, action_failures, time-to-ban percentiles.
@@ -161,6 +168,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out.add_argument("--duration", type=_seconds, default=0.0, metavar="S", help="exit after S seconds (0: never)")
     out.add_argument("-q", "--quiet", action="store_true", help="do not print bans on stderr")
     out.add_argument("--keep", action="store_true", help="stay registered on exit (resume with --consumer)")
+    ctl = p.add_argument_group("control")
+    ctl.add_argument("--control", metavar="PATH",
+                     help="control socket `fipstop ips-client` lifts bans through (mode 0600; default "
+                     "/run/fipstop/ips-BANSDOMAIN.sock as root, $XDG_RUNTIME_DIR/fipstop/... otherwise; a shm dir "
+                     "other than /dev/shm adds a hash of it)")
+    ctl.add_argument("--no-control", action="store_true", help="open no control socket")
     p.set_defaults(func=run)
 
 
@@ -218,6 +231,7 @@ def ips_options(args: argparse.Namespace) -> IpsOptions:
                       action_concurrency=args.action_concurrency, action_retries=args.action_retries,
                       bans_domain=None if args.no_bans_domain else args.bans_domain, stats_json=args.stats_json,
                       duration=args.duration, quiet=args.quiet, keep=args.keep,
+                      control=args.control, no_control=args.no_control,
                       ranges=RangeOptions(args.range_v4_prefix, args.range_v6_prefix, args.range_min_addrs,
                                           not args.no_ranges))
 

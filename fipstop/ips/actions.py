@@ -59,10 +59,12 @@ class DryRun:
 class Nft:
     """Elements with a timeout in a named set; one nft transaction per burst.
 
-    The kernel removes an element when its timeout ends, so unban has nothing to
-    do.  ``setup`` creates TABLE, SET (ipv4_addr) and SET6 (ipv6_addr, not for
-    family ip) with ``flags timeout`` and, when it created the table, a chain
-    that drops packets from both sets: without that a set bans nothing.
+    The kernel removes an element when its timeout ends, so a ban that ends at
+    bantime needs no unban; ``unban`` (a ban lifted by hand through the control
+    socket, :mod:`fipstop.ips.control`) deletes the element.  ``setup`` creates
+    TABLE, SET (ipv4_addr) and SET6 (ipv6_addr, not for family ip) with
+    ``flags timeout`` and, when it created the table, a chain that drops
+    packets from both sets: without that a set bans nothing.
     Networks (range bans, :mod:`fipstop.ips.ranges`) go to SET_net and
     SET6_net (``flags interval, timeout``), each with its drop rule added
     when the set is created.
@@ -178,7 +180,20 @@ class Nft:
         return [r] * len(jobs)  # one transaction: all or nothing
 
     def unban(self, jobs: list[BanJob]) -> list[str]:
-        return [OK] * len(jobs)  # the element's timeout removed it
+        """Delete the elements now (a ban lifted by hand, ``fipstop ips-client unban``); a ban that
+        ends at bantime never comes here: the element's timeout removed it.  An element already gone
+        (timed out, or deleted by someone else) is unbanned all the same."""
+        out = []
+        for j in jobs:  # one transaction per element: one that is gone must not fail the others
+            if "/" in j.ip:
+                net = ipaddress.ip_network(j.ip)  # only a parsed address or network reaches the script
+                key, name = str(net), self.net6 if net.version == 6 else self.net4
+            else:
+                addr = ipaddress.ip_address(j.ip)
+                key, name = str(addr), self.set6 if addr.version == 6 else self.set4
+            r = self._run(f"delete element {self.family} {self.table} {name} {{ {key} }}\n")
+            out.append(OK if r == OK or "No such file or directory" in r else r)
+        return out
 
 
 class Command:

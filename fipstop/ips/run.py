@@ -28,6 +28,7 @@ from typing import Any
 from fipstop.bans import BANS_DOMAIN, MAX_EVENT_BYTES, IpsTally, encode_tally, event_parts, wire_str
 from fipstop.errors import FipsError
 from fipstop.ips.actions import OK, ActionOptions, BanJob, Command, DryRun, Nft, make_action
+from fipstop.ips.control import ControlServer, default_path
 from fipstop.ips.jails import JailOptions, JailSpec, compile_jail, protected_nets, select_jails
 from fipstop.ips.ranges import RangeCounter, RangeOptions
 from fipstop.ips.stats import IpsStats, JailStats, LatencyWindow, write_atomic
@@ -170,7 +171,8 @@ class Engine:
         # (jail, ip) -> (first_ns, trigger_ns, hits, ban_ns)
         self.active: dict[tuple[str, str], tuple[int, int, int, int]] = {}
         self.pending: set[tuple[str, str]] = set()
-        self.expiry: dict[str, deque[tuple[float, str]]] = {s.name: deque() for s in specs}
+        # per jail, in ban order: (due on the monotonic clock, ip, ban_ns of the ban it ends)
+        self.expiry: dict[str, deque[tuple[float, str, int]]] = {s.name: deque() for s in specs}
         self.retry_heap: list[tuple[float, int, BanJob]] = []
         self._seq = 0
         self.q = JobQueue()
@@ -182,6 +184,9 @@ class Engine:
         self.failures = self.retried = 0
         self.last_error = ""
         self._ok_parts = {k: event_parts(k, action.name) for k in ("ban", "unban")}
+        # a ban event carries its jail's bantime (the dashboard shows when it ends): one tail per jail
+        self._ban_tail = {s.name: event_parts("ban", action.name, bantime_ms=int(round(s.bantime_s * 1000)))[1]
+                          for s in specs}
         self._logged_s = 0
         self._logged_n = 0
         self._unlogged = 0
@@ -233,10 +238,10 @@ class Engine:
             if len(self.expiry) == 1:
                 (jail, dq), = self.expiry.items()
                 due = mono + self.bantime[jail]
-                dq.extend([(due, t[1]) for t in fresh])
+                dq.extend([(due, t[1], now_ns) for t in fresh])
             else:
                 for t in fresh:
-                    self.expiry[t[0]].append((mono + self.bantime[t[0]], t[1]))
+                    self.expiry[t[0]].append((mono + self.bantime[t[0]], t[1], now_ns))
             self.ttb.add_many([(now_ns - t[2]) * 1e-6 for t in fresh])
             self.reaction.add_many([(now_ns - t[3]) * 1e-6 for t in fresh])
             self.bans += len(fresh)
@@ -249,8 +254,16 @@ class Engine:
                     c = self.per_jail[t[0]]
                     c[0] += 1
                     c[1] += 1
-        head, tail = self._ok_parts["ban"]
-        self.pub.publish_many(self._fmt(fresh, head, self.jail_json, now_ns, tail))
+        head = self._ok_parts["ban"][0]
+        tails = self._ban_tail
+        if len(tails) == 1:
+            self.pub.publish_many(self._fmt(fresh, head, self.jail_json, now_ns, next(iter(tails.values()))))
+        else:
+            by_jail: dict[str, list] = {}
+            for t in fresh:
+                by_jail.setdefault(t[0], []).append(t)
+            for jail, group in by_jail.items():
+                self.pub.publish_many(self._fmt(group, head, self.jail_json, now_ns, tails[jail]))
         if self.verbose:
             self._log_bans(fresh, now_ns)
 
@@ -331,10 +344,14 @@ class Engine:
         if ok_unbans:
             self._unbanned([(j.jail, j.ip) for j in ok_unbans], now_ns, OK)
 
-    def _unbanned(self, keys: list[tuple[str, str]], now_ns: int, res: str) -> None:
+    def _unbanned(self, keys: list[tuple[str, str]], now_ns: int, res: str,
+                  expect: tuple[int, int, int, int] | None = None) -> int:
+        """The bans of ``keys`` ended (``expect``: only if it is still that ban); how many did."""
         trig = []
         with self.lock:
             for key in keys:
+                if expect is not None and self.active.get(key) != expect:
+                    continue
                 a = self.active.pop(key, None)
                 if a is not None:
                     trig.append((key[0], key[1], a[0], a[1], a[2]))
@@ -345,6 +362,7 @@ class Engine:
         if trig:
             head, tail = self._ok_parts["unban"] if res == OK else self._parts("unban", self.action.name, res)
             self.pub.publish_many(self._fmt(trig, head, self.jail_json, now_ns, tail))
+        return len(trig)
 
     def _forget(self, jail: str, ip: str) -> None:
         try:
@@ -367,9 +385,14 @@ class Engine:
         with self.lock:
             while self.retry_heap and self.retry_heap[0][0] <= mono:
                 retries.append(heapq.heappop(self.retry_heap)[2])
+            active = self.active
             for jail, dq in self.expiry.items():
                 while dq and dq[0][0] <= mono:
-                    due_unbans.append((jail, dq.popleft()[1]))
+                    _due, ip, ban_ns = dq.popleft()
+                    a = active.get((jail, ip))
+                    # lifted by hand (fipstop ips-client unban), maybe banned again since: not this expiry's ban
+                    if a is not None and a[3] == ban_ns:
+                        due_unbans.append((jail, ip))
         for job in retries:
             if self.inline:
                 self._execute([job])
@@ -386,6 +409,34 @@ class Engine:
         now_ns = time.time_ns()
         for j in self.jails.values():
             j.expire(now_ns, 8192)
+
+    # -- the control socket (fipstop.ips.control) -----------------------------------------------
+    def unban_now(self, jail: str, ip: str, who: str = "") -> tuple[bool, str]:
+        """Lift one ban before its bantime: the action's unban (nft: the element is deleted), then what
+        an expiry does (the address forgotten, so new failures ban it again; an unban event)."""
+        key = (jail, ip)
+        with self.lock:
+            if jail not in self.specs:
+                return False, f"no jail {jail!r} in this fipstop ips (jails: {', '.join(sorted(self.specs))})"
+            a = self.active.get(key)
+            if a is None:
+                if key in self.pending:
+                    return False, f"{ip} is being banned in {jail} right now (the action is running): try again"
+                return False, f"{ip} is not banned in {jail}"
+        if isinstance(self.action, Command) and self.action.unban_argv is None:
+            return False, ("--action command without --unban-command: nothing here can undo what the ban command "
+                           "did, so the ban stays")
+        job = BanJob(jail, ip, a[0], a[1], a[2], self.bantime[jail], kind="unban")
+        try:
+            res = self.action.unban([job])[0]
+        except Exception as exc:  # an action bug: said, the ban stays
+            res = f"{type(exc).__name__}: {exc}"
+        if res != OK:
+            self._note_failure(res)
+            return False, f"unban of {ip} in {jail} failed ({self.action.name}): {res}; the ban stays in force"
+        still = self._unbanned([key], time.time_ns(), OK, expect=a) == 1  # else its bantime ended meanwhile
+        self.log(f"unban {ip} jail={escape_text(jail)} action={self.action.name} (control socket{who})")
+        return True, f"unbanned {ip} in {jail}" + ("" if still else " (its bantime had just ended)")
 
     def stop(self) -> None:
         for _ in self.workers:
@@ -413,6 +464,8 @@ class IpsOptions:
     quiet: bool = False
     keep: bool = False
     ranges: RangeOptions = field(default_factory=RangeOptions)
+    control: str | None = None  # the control socket (fipstop.ips.control); None: its default path
+    no_control: bool = False
 
 
 class Ips:
@@ -451,11 +504,20 @@ class Ips:
         by_jail = {s.name: r for s, r in zip(self.specs, self.ranges) if r is not None}
         if by_jail:
             self.engine.unban_hooks.append(lambda jail, ip: by_jail[jail].forget(ip) if jail in by_jail else None)
+        self.control_note = ""
+        try:
+            self.control = self._open_control()
+        except FipsError:
+            self.engine.stop()
+            self.pub.close()
+            raise
         try:
             self.consumer = _fips.Consumer(self.domain, self.consumer_name)
         except _fips.FipsError as exc:
             self.engine.stop()
             self.pub.close()
+            if self.control is not None:
+                self.control.close()
             raise FipsError(f"ips: {exc}") from None
         self.stop = threading.Event()  # the readers' and the main loop's stop
         self.term = SignalFlag()  # SIGTERM/SIGINT: a signal handler may not set an Event
@@ -477,6 +539,41 @@ class Ips:
         self._tally_at = 0.0
         self._prev = (time.monotonic(), 0)
         self.rate = 0.0
+
+    def _open_control(self) -> ControlServer | None:
+        """The control socket: --control PATH must open (else the IPS does not start); the default
+        path is given up with one warning line (banning matters more than unbanning by hand)."""
+        args = self.args
+        if args.no_control:
+            return None
+        path = args.control or default_path(args.bans_domain, args.shm_dir)
+        if path is None:
+            self.control_note = ("no control socket: $XDG_RUNTIME_DIR is not set (give --control PATH); "
+                                 "`fipstop ips-client` cannot reach this IPS")
+            return None
+        try:
+            return ControlServer(path, self, self.log)
+        except FipsError as exc:
+            if args.control:
+                raise FipsError(f"ips: {exc.message}") from None
+            self.control_note = f"no control socket: {exc.message}"
+            return None
+
+    @property
+    def control_path(self) -> str:
+        return self.control.path if self.control is not None else ""
+
+    def control_status(self) -> dict[str, Any]:
+        e = self.engine
+        with e.lock:
+            active = len(e.active)
+            jails = {name: {"bans": c[0], "active": c[1], "failed": c[2]} for name, c in e.per_jail.items()}
+        return {"pid": os.getpid(), "action": self.action.name, "domain": self.domain_name,
+                "bans_domain": self.args.bans_domain or "", "active": active, "jails": jails}
+
+    def control_unban(self, jail: str, ip: str) -> tuple[bool, str]:
+        # the tally follows from the main loop within TALLY_EVERY_S (its counters changed)
+        return self.engine.unban_now(jail, ip)
 
     def reader(self, index: int = 0) -> None:
         with self.lock:
@@ -732,7 +829,7 @@ class Ips:
             action_pending=pending + e.q.qsize(), last_action_error=last_error,
             events_published=self.pub.published, events_dropped=self.pub.dropped,
             **self._range_totals(), domain_truncations=self.truncations, domain_reopens=self.reopens,
-            findings=tuple(self.findings),
+            findings=tuple(self.findings), control=self.control_path,
             time_to_ban_ms=ttb,
             reaction_ms=reaction,
             jails={s.name: JailStats(matched=js[s.name]["matched"], ignored=js[s.name]["ignored"],
@@ -755,7 +852,7 @@ class Ips:
                         bans=counts[0], unbans=counts[1], active=counts[2], failed=counts[3],
                         published=self.pub.published, dropped=self.pub.dropped, ttb_count=ttb.count,
                         ttb_p50_ns=ms(ttb.p50), ttb_p90_ns=ms(ttb.p90), ttb_p99_ns=ms(ttb.p99),
-                        ttb_max_ns=ms(ttb.max), jails=jails)
+                        ttb_max_ns=ms(ttb.max), jails=jails, control=self.control_path)
 
     def publish_tally(self, force: bool = False) -> None:
         """Into the bans domain when a counter changed (and every 5 s anyway), from the main
@@ -797,6 +894,11 @@ class Ips:
             self.log(f"warning: nft: {self.action.fallback}")
         for w in self.filter_warnings:
             self.log(f"warning: {w}")
+        if self.control is not None:
+            self.control.start()
+            self.log(f"control socket {escape_text(self.control.path)} (fipstop ips-client)")
+        elif self.control_note:
+            self.log(f"warning: {escape_text(self.control_note)}")
         from fipstop.ring import domain_path, others_may_write
 
         if (warning := others_may_write(domain_path(self.domain_name, self.args.shm_dir))) is not None:
@@ -823,6 +925,8 @@ class Ips:
             self.stop.set()
             for t in readers:
                 t.join(timeout=5)
+            if self.control is not None:
+                self.control.close()
             self.engine.stop()
             self.publish_tally(force=True)
             self.write_stats()

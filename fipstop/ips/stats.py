@@ -20,6 +20,7 @@ start; times in the field's unit):
                         jail's address table overflowed; networks counted; evicted; refused: ignoreip)
     domain_truncations (the domain shrank under the mapping), domain_reopens,
     findings            [one line each, newest last, at most 8]: what went wrong that the IPS survived
+    control             the control socket's path ("" when none; fipstop/ips/control.py)
     time_to_ban_ms      {count, p50, p90, p99, max}  first offending record -> ban
     reaction_ms         {count, p50, p90, p99, max}  record that crossed maxretry -> ban
     jails               {NAME: {matched, ignored, not_ip, dns, nofail, pending, bans, tracked, evictions,
@@ -113,6 +114,7 @@ class IpsStats:
     domain_truncations: int = 0
     domain_reopens: int = 0
     findings: tuple[str, ...] = ()
+    control: str = ""
     time_to_ban_ms: Percentiles = field(default_factory=Percentiles)
     reaction_ms: Percentiles = field(default_factory=Percentiles)
     jails: dict[str, JailStats] = field(default_factory=dict)

@@ -105,6 +105,8 @@ class SourceStats:
     exact: bool = False
     #: bans the percentiles are over (the source's count when ``exact``, else the events read)
     ttb_count: int = 0
+    #: where the source takes commands ('' none known): ``BansSample.control`` (the banned-addresses view's ``u``)
+    control: str = ""
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,7 @@ def _derive_source(prev: SourceStats | None, cur: BansSample, active_keys: dict[
         ttb_hist=tuple(hist), ttb_p50_ns=_capped(ttb_percentile_ns(hist, 0.50), ttb_max),
         ttb_p90_ns=_capped(ttb_percentile_ns(hist, 0.90), ttb_max),
         ttb_p99_ns=_capped(ttb_percentile_ns(hist, 0.99), ttb_max), ttb_max_ns=ttb_max, ttb_count=sum(hist),
+        control=getattr(cur, "control", "") or "",
     )
     tally = getattr(cur, "ips", None)
     return out if tally is None else _from_tally(prev, out, tally)
@@ -249,7 +252,8 @@ def _from_tally(prev: SourceStats | None, out: SourceStats, t: IpsTally) -> Sour
         valid = True
     return replace(out, bans_total=total, unbans_total=t.unbans, failed_total=t.failed, active=t.active,
                    bans_per_s=rate, rate_valid=valid, ttb_p50_ns=t.ttb_p50_ns, ttb_p90_ns=t.ttb_p90_ns,
-                   ttb_p99_ns=t.ttb_p99_ns, ttb_max_ns=t.ttb_max_ns or 0, exact=True, ttb_count=t.ttb_count)
+                   ttb_p99_ns=t.ttb_p99_ns, ttb_max_ns=t.ttb_max_ns or 0, exact=True, ttb_count=t.ttb_count,
+                   control=t.control or out.control)
 
 
 #: probe name -> the source its samples carry

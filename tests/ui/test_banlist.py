@@ -138,7 +138,7 @@ async def test_times_filter_and_unban(tmp_path: Path, monkeypatch) -> None:
         assert "unknown" in _line(table, row)
         await pilot.press("u")
         await pilot.pause()
-        assert "no unban interface" in screen.query_one("#banlist-note").render().plain
+        assert "publishes no control socket" in screen.query_one("#banlist-note").render().plain
         app.replay = object()  # type: ignore[assignment]  # as a recording's source: the past is not unbanned
         await pilot.press("u")
         await pilot.pause()
