@@ -47,8 +47,8 @@ CHART_EVERY_NS = 2_000_000_000
 
 
 #: under NO_COLOR the chart's lines are told apart by these (the first line keeps its blocks; drops are ``x``)
-CHART_MARKERS = "o+*#%=@"
-DROPS_MARKER = "x"
+CHART_MARKERS = palette.CHART_MARKERS
+DROPS_MARKER = palette.DROPS_MARKER
 #: a ring row under its group row (grouping on) is indented so
 RING_INDENT = "  "
 

@@ -95,6 +95,11 @@ def _attributes_only(spec: str) -> str:
     return "default" if out == "none" else out  # rich spells the empty style "none", which is no colour name
 
 
+#: without colour (NO_COLOR) a chart's lines are told apart by a character each, the drops line always by x
+#: (after _COLORED: characters, not styles)
+CHART_MARKERS = "o+*#%=@"
+DROPS_MARKER = "x"
+
 #: True while the monochrome styles are in use: views whose meanings were
 #: colours only (the profile's time-split bar) draw a glyph per meaning then
 MONOCHROME = False

@@ -192,7 +192,8 @@ class RingDetailScreen(FipsScreen):
         drops = History.ring_series(frames, domain, ring, "drops_per_s")
         self.query_one("#ring-rate-chart", LineChart).set_data(x, [
             Series("records/s", rate, palette.CHART_RATE),
-            Series("drops/s (ring full)", drops, palette.CHART_DROPS),
+            Series("drops/s (ring full)", drops, palette.CHART_DROPS,
+                   palette.DROPS_MARKER if getattr(self.app, "no_color", False) else ""),
         ])
         fill = History.ring_series(frames, domain, ring, "fill_pct")
         self.query_one("#ring-fill-chart", LineChart).set_data(x, [Series("fill %", fill, palette.CHART_FILL)],

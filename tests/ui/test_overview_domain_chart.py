@@ -142,3 +142,32 @@ def test_a_marker_line_is_drawn_with_its_character() -> None:
     cols = "".join(t for t, _ in lines[0]).count("─")  # the plot's width, from its top border
     assert len("".join(o_runs)) == cols  # a flat line: one point in every column
     assert a_runs and not set("".join(a_runs)) & {"o"}
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_no_color_ring_detail_drops_line_has_its_marker(size, monkeypatch) -> None:
+    """The ring detail's records/s and drops/s lines differed only by colour: without it the drops line is x."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    from uihelpers import make_app, wait_frames
+
+    from fipstop.views import palette
+    from fipstop.views.ring_detail import RingDetailScreen
+
+    app = make_app()  # t = 57 s: the named rings drop
+    try:
+        async with app.run_test(size=size) as pilot:
+            await wait_frames(pilot, app)
+            s = app.snapshot
+            row = int(next(i for i in range(len(s.rings)) if s.rings["drops_per_s"][i] > 0))
+            app.open_ring(s.ring_key(row))
+            await pilot.pause(0.2)
+            assert isinstance(app.screen, RingDetailScreen)
+            chart = app.screen.query_one("#ring-rate-chart", LineChart)
+            assert [x.marker for x in chart._series] == ["", palette.DROPS_MARKER]
+            if chart.content_size.height >= 4:
+                drawn = "".join(t for line in chart_lines(chart.content_size.width, chart.content_size.height,
+                                                          chart._x, chart._series) for t, _ in line)
+                assert palette.DROPS_MARKER in drawn
+            assert "xx" in legend_of(chart)
+    finally:
+        palette.use_color()
