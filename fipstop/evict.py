@@ -32,8 +32,10 @@ def refusal(*, replay: bool, health: str) -> str:
     return ""
 
 
-def evict(path: str, domain: str, index: int, generation: int, name: str) -> tuple[bool, str]:
-    """Evict consumer ``index`` of ``domain`` (the file ``path``) if it is still the one seen (``generation``);
+def evict(path: str, domain: str, index: int, generation: int, name: str,
+          created_realtime_ns: int | None = None) -> tuple[bool, str]:
+    """Evict consumer ``index`` of ``domain`` (the file ``path``) if it is still the one seen (``generation``, in
+    the domain file created at ``created_realtime_ns``: generations start again in a recreated file);
     (ok, one line saying what happened)."""
     shm_dir, base = os.path.split(path)
     if base != f"fips.{domain}":
@@ -48,6 +50,9 @@ def evict(path: str, domain: str, index: int, generation: int, name: str) -> tup
     except OSError as e:
         return False, f"cannot open {path} for writing: {e.strerror or e}"
     try:
+        if created_realtime_ns is not None and d.header.created_realtime_ns != created_realtime_ns:
+            return False, (f"{name} was not evicted: domain {domain} was recreated since it was shown "
+                           "(refresh and retry)")
         d.evict_consumer(int(index), int(generation))
     except _fips.FipsError as e:
         if getattr(e, "code", 0) == errno.ESRCH:

@@ -79,8 +79,8 @@ class ConsumerDetailScreen(FipsScreen):
     def refresh_view(self) -> None:
         super().refresh_view()
         s = self.fips.snapshot
-        if s is None:
-            return
+        if s is None or not self.query("#consumer-title"):
+            return  # nothing yet, or pushed and not composed yet (a resume or a frame in between): the next draws
         self._shown = s
         domain, slot = self.key
         row = s.consumer_row(domain, slot)

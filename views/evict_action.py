@@ -39,23 +39,25 @@ def start(app: App[Any], s: Snapshot | None, *, replaying: bool) -> None:
     """Ask, then evict (or say why not).  ``s`` is the snapshot on screen (what the operator saw)."""
     key = target(app)
     if key is None:
-        app.notify("no consumer: open one or highlight it in the consumers table (Tab)", severity="warning")
+        app.notify("no consumer: open one or highlight it in the consumers table (Tab)", severity="warning",
+                   markup=False)
         return
     domain, slot = key
     row = s.consumer_row(domain, slot) if s is not None else None
     if s is None or row is None:
-        app.notify(f"consumer slot {slot} of {fmt.name(domain)} is free now: nothing to evict", severity="warning")
+        app.notify(f"consumer slot {slot} of {fmt.name(domain)} is free now: nothing to evict", severity="warning",
+                   markup=False)
         return
     c = s.consumers[row]
     name = fmt.name(c["name"]) or f"slot {slot}"
     health = Health(int(c["health"])).label
     why = evict.refusal(replay=replaying, health=health)
     if why:
-        app.notify(f"cannot evict {name}: {why}", severity="warning")
+        app.notify(f"cannot evict {name}: {why}", severity="warning", markup=False)
         return
     info = next((d for d in s.domains if d.name == domain), None)
     if info is None:
-        app.notify(f"domain {fmt.name(domain)} is gone: nothing to evict", severity="warning")
+        app.notify(f"domain {fmt.name(domain)} is gone: nothing to evict", severity="warning", markup=False)
         return
     generation = int(c["generation"])
     lag = int(c["lag_max_records"])
@@ -69,12 +71,13 @@ def start(app: App[Any], s: Snapshot | None, *, replaying: bool) -> None:
 
     def answered(yes: bool | None) -> None:
         if not yes:
-            app.notify("evict cancelled")
+            app.notify("evict cancelled", markup=False)
             return
 
         def run() -> None:
-            ok, what = evict.evict(info.path, domain, slot, generation, name)
-            app.call_from_thread(app.notify, fmt.name(what), severity="information" if ok else "error")
+            ok, what = evict.evict(info.path, domain, slot, generation, name, info.created_realtime_ns)
+            app.call_from_thread(app.notify, fmt.name(what), severity="information" if ok else "error",
+                                markup=False)
 
         threading.Thread(target=run, daemon=True, name="evict").start()
 

@@ -607,10 +607,39 @@ static void tls_destructor(void *arg)
 }
 
 /* After fork() the child must not write into the parent's rings: forget them
- * (the parent still owns and closes them). */
+ * (the parent still owns and closes them).  A signal handler that logs in the
+ * child must not find them either: asynchronous signals are blocked from
+ * before the fork until they are forgotten (a process group's signal can hit
+ * the child before its atfork handlers ran), and each slot's d goes first,
+ * under the attach guard (a synchronous one then counts itself in
+ * records_no_ring instead of using a half-wiped slot): repro/signal_fork.c. */
+static _Thread_local sigset_t fips_fork_mask;
+static void atfork_prepare(void)
+{
+    sigset_t all;
+    sigfillset(&all);
+    /* never the synchronous ones (the SIGBUS guard among them) */
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGILL);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGTRAP);
+    pthread_sigmask(SIG_BLOCK, &all, &fips_fork_mask);
+}
+static void atfork_parent(void)
+{
+    pthread_sigmask(SIG_SETMASK, &fips_fork_mask, NULL);
+}
 static void atfork_child(void)
 {
-    memset(&fips_tls, 0, sizeof(fips_tls));
+    fips_tls.attaching = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    for (int i = 0; i < TLS_SLOTS; i++) fips_tls.r[i].d = NULL;
+    atomic_signal_fence(memory_order_seq_cst);
+    memset(fips_tls.r, 0, sizeof fips_tls.r);
+    atomic_signal_fence(memory_order_seq_cst);
+    fips_tls.attaching = 0;
+    pthread_sigmask(SIG_SETMASK, &fips_fork_mask, NULL);
 }
 
 /* exit() runs no key destructors for the exiting thread: close its rings. */
@@ -623,7 +652,7 @@ static void once_init(void)
 {
     pthread_key_create(&fips_tls_key, tls_destructor);
     atexit(atexit_close);
-    pthread_atfork(NULL, NULL, atfork_child);
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 /* ---- layout and validation ------------------------------------------------ */
@@ -1903,6 +1932,13 @@ int fips_producer_ring(fips_domain *d)
 
 void fips_producer_close(fips_domain *d)
 {
+    /* The guard stays up from the close to the end of the move: between
+     * them slot 0 is free, and a handler that logged to a domain with no
+     * ring here would attach one into it, which the move then overwrites
+     * (ACTIVE for ever: repro/signal_step.c close). */
+    sig_atomic_t was0 = fips_tls.attaching;
+    fips_tls.attaching = 1;
+    atomic_signal_fence(memory_order_seq_cst);
     for (int i = 0; i < TLS_SLOTS; i++)
         if (fips_tls.r[i].d == d) {
             ring_close_now(&fips_tls.r[i]);
@@ -1927,8 +1963,10 @@ void fips_producer_close(fips_domain *d)
                         break;
                     }
             }
-            return;
+            break;
         }
+    atomic_signal_fence(memory_order_seq_cst);
+    fips_tls.attaching = was0;
 }
 
 void fips_drop(fips_domain *d, uint32_t len)
