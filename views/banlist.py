@@ -27,8 +27,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Footer, Input
 
 from fipstop import unban
 from fipstop.bans import BanEvent
@@ -36,6 +35,7 @@ from fipstop.model.bans import IN_FORCE_MAX
 from fipstop.views import format as fmt
 from fipstop.views import palette
 from fipstop.views.base import FipsScreen
+from fipstop.views.confirm import ConfirmAction
 from fipstop.views.widgets.header import StatusHeader
 from fipstop.views.widgets.table import Column, VirtualTable
 from fipstop.views.widgets.textline import TextLine
@@ -106,29 +106,16 @@ def matches(b: BanEvent, needle: str) -> bool:
     return any(n in fmt.name(x).lower() for x in (b.source, b.jail, b.ip, b.action))
 
 
-class ConfirmUnban(ModalScreen[bool]):
-    """y: run the command shown; n / Esc: do nothing."""
-
-    DEFAULT_CSS = """
-    ConfirmUnban { align: center middle; }
-    ConfirmUnban > Vertical { width: 72; height: auto; border: round $warning; background: $panel; padding: 0 1; }
-    """
-    BINDINGS = [Binding("y", "answer(True)", "Unban"), Binding("n", "answer(False)", "Cancel"),
-                Binding("escape", "answer(False)", "Cancel", show=False)]
+class ConfirmUnban(ConfirmAction):
+    """The unban question (views.confirm.ConfirmAction): the address, its jail and the exact command it runs;
+    y runs it, n / Esc does nothing."""
 
     def __init__(self, ip: str, jail: str, argv: list[str]) -> None:
-        super().__init__()
-        self.text = Text()
-        self.text.append(f"Lift the ban of {fmt.name(ip)} in jail {fmt.name(jail)}?\n\n", style="bold")
-        self.text.append("runs: " + " ".join(fmt.name(shlex.quote(a)) for a in argv) + "\n\n", style=palette.LABEL)
-        self.text.append("y: unban   n / Esc: cancel")
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(self.text, id="confirm-text")
-
-    def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)
+        text = Text()
+        text.append(f"Lift the ban of {fmt.name(ip)} in jail {fmt.name(jail)}?\n\n", style="bold")
+        text.append("runs: " + " ".join(fmt.name(shlex.quote(a)) for a in argv) + "\n\n", style=palette.LABEL)
+        text.append("y: unban   n / Esc: cancel")
+        super().__init__(text)
 
 
 class BanListScreen(FipsScreen):
