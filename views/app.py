@@ -415,6 +415,15 @@ class FipsTopApp(FipsIpcTapMixin, ReplayControls):
         if which == "overview":
             self._base()
         elif which == "ring":
+            screen = self.screen
+            if isinstance(screen, OverviewScreen) and (group := screen.highlighted_group()) is not None:
+                # a group row: its first ring as drawn, not the ring highlighted before the cursor moved
+                key = screen.first_ring_shown(group)
+                if key is None:
+                    self.notify("the group is folded: unfold it (+) or highlight a ring", severity="warning")
+                    return
+                self.open_ring(key)
+                return
             self.open_ring(self.selected_ring or self._first_ring())
         elif which == "consumer":
             self.open_consumer(self.selected_consumer or self._first_consumer())
@@ -461,6 +470,9 @@ class FipsTopApp(FipsIpcTapMixin, ReplayControls):
             key = screen.consumers_table.cursor_key  # p on a consumer row profiles that consumer
             row = s.consumer_row(*key) if key is not None else None
             return int(s.consumers[row]["pid"]) if row is not None else None
+        if isinstance(screen, OverviewScreen) and (group := screen.highlighted_group()) is not None:
+            # a process group row profiles that process; a domain's rings may be many processes' (None asks)
+            return int(group.value) if group.mode == "process" else None
         key = screen.key if isinstance(screen, RingDetailScreen) else (self.selected_ring or self._first_ring())
         row = s.ring_row(*key) if key is not None else None
         return int(s.rings[row]["pid"]) if row is not None else None
@@ -469,6 +481,12 @@ class FipsTopApp(FipsIpcTapMixin, ReplayControls):
         evict_action.start(self, self.snapshot, replaying=self.replay is not None)
 
     def action_profile(self) -> None:
+        screen = self.screen
+        if isinstance(screen, OverviewScreen) and (group := screen.highlighted_group()) is not None \
+                and group.mode != "process":
+            self.notify("a domain's rings may be several processes': highlight a ring, or group by process (F5)",
+                        severity="warning")
+            return
         self.open_profile(self._pid_to_profile())
 
     def open_profile(self, pid: int | None) -> None:

@@ -440,6 +440,22 @@ class OverviewScreen(FipsScreen):
 
     # -- grouping ------------------------------------------------------------------------
 
+    def highlighted_group(self) -> GroupKey | None:
+        """The group row under the cursor (None: a ring row, or no grouping)."""
+        key = self.rings_table.cursor_key
+        return key if isinstance(key, GroupKey) else None
+
+    def first_ring_shown(self, group: GroupKey) -> tuple[str, int] | None:
+        """The first ring row under ``group`` in the table as drawn (None: the group is folded or
+        the filter keeps none of it): what ``2`` opens on a group row, as Enter on a ring row would."""
+        keys = list(self.rings_table.keys)
+        try:
+            at = keys.index(group)
+        except ValueError:
+            return None
+        nxt = keys[at + 1] if at + 1 < len(keys) else None
+        return nxt if nxt is not None and not isinstance(nxt, GroupKey) else None
+
     def _groups_of(self, s: Snapshot) -> Groups:
         g = self._groups
         if g is None or self._groups_snap is not s or g.mode != self.group_mode:

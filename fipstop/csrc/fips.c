@@ -1368,9 +1368,12 @@ static int ring_attach(fips_domain *d, struct tls_ring *t)
     return -FIPS_ENORING;
 }
 
-static void count_no_ring(fips_domain *d);
+static void count_no_ring(fips_domain *d, uint32_t n);
 
-static struct tls_ring *tls_ring_slow(fips_domain *d, int *err)
+/* n: the records the call carries, counted in records_no_ring when no ring
+ * takes them (0 for the calls that log nothing: fips_producer_ring, set_name,
+ * commit; repro/batch_no_ring.c). */
+static struct tls_ring *tls_ring_slow(fips_domain *d, int *err, uint32_t n)
 {
     SYNC(&d->closing, sizeof d->closing, FX_LOAD);
     if (atomic_load_explicit(&d->closing, memory_order_relaxed)) { *err = -FIPS_ECLOSED; return NULL; }
@@ -1378,7 +1381,7 @@ static struct tls_ring *tls_ring_slow(fips_domain *d, int *err)
     for (int i = 0; i < TLS_SLOTS; i++) /* whole rings only: ring_attach sets d last */
         if (fips_tls.r[i].d == d) return &fips_tls.r[i];
     if (fips_tls.attaching) { /* a signal handler interrupted our own attach or close */
-        count_no_ring(d);
+        count_no_ring(d, n);
         *err = -FIPS_EREENTER;
         return NULL;
     }
@@ -1408,25 +1411,25 @@ static struct tls_ring *tls_ring_slow(fips_domain *d, int *err)
     atomic_signal_fence(memory_order_seq_cst);
     fips_tls.attaching = 0;
     if (!t) {
-        if (rc == -FIPS_ENORING || rc == -EMFILE) count_no_ring(d);
+        if (rc == -FIPS_ENORING || rc == -EMFILE) count_no_ring(d, n);
         *err = rc;
     }
     return t;
 }
 
-static inline struct tls_ring *tls_ring(fips_domain *d, int *err)
+static inline struct tls_ring *tls_ring(fips_domain *d, int *err, uint32_t n)
 {
     struct tls_ring *t = &fips_tls.r[0];
     if (__builtin_expect(t->d == d, 1)) return t;
-    return tls_ring_slow(d, err);
+    return tls_ring_slow(d, err, n);
 }
 
 /* A record with no ring to take it (ring table full, or logged from a signal
  * handler while this thread was taking its ring): counted in the header,
  * the one counter any thread may add to (this is a failure path). */
-static void count_no_ring(fips_domain *d)
+static void count_no_ring(fips_domain *d, uint32_t n)
 {
-    if (d->writable) atomic_fetch_add_explicit(A64(&d->hdr->records_no_ring), 1, memory_order_relaxed);
+    if (d->writable && n) atomic_fetch_add_explicit(A64(&d->hdr->records_no_ring), n, memory_order_relaxed);
 }
 
 static void count_drop(struct tls_ring *t, uint32_t len);
@@ -1753,7 +1756,7 @@ static __attribute__((noinline)) int log_full(struct tls_ring *t, const void *bu
 static __attribute__((noinline, cold)) int log_general(fips_domain *d, const void *buf, uint32_t len)
 {
     int err = 0;
-    struct tls_ring *t = tls_ring(d, &err);
+    struct tls_ring *t = tls_ring(d, &err, 1);
     if (!t) return err;
     if (len > d->max_record) return -FIPS_ETOOBIG;
     if (domain_hit(d)) return -FIPS_ETRUNC;
@@ -1816,7 +1819,7 @@ int fips_log(fips_domain *d, const void *buf, uint32_t len)
 int fips_log_trunc(fips_domain *d, const void *buf, size_t len, uint64_t ts)
 {
     int err = 0;
-    struct tls_ring *t = tls_ring(d, &err);
+    struct tls_ring *t = tls_ring(d, &err, 1);
     if (!t) return err;
     uint32_t flags = 0, l = (uint32_t)len;
     if (len > d->max_record) {
@@ -1847,7 +1850,7 @@ int fips_log_trunc(fips_domain *d, const void *buf, size_t len, uint64_t ts)
 int fips_log_batch(fips_domain *d, const void *const *bufs, const uint32_t *lens, uint32_t n)
 {
     int err = 0;
-    struct tls_ring *t = tls_ring(d, &err);
+    struct tls_ring *t = tls_ring(d, &err, n);
     if (!t) return err;
     if (domain_hit(d)) return -FIPS_ETRUNC;
     if (!enter(t)) {
@@ -1877,7 +1880,7 @@ int fips_log_batch(fips_domain *d, const void *const *bufs, const uint32_t *lens
 int fips_claim(fips_domain *d, uint32_t len, fips_slot *c)
 {
     int err = 0;
-    struct tls_ring *t = tls_ring(d, &err);
+    struct tls_ring *t = tls_ring(d, &err, 1);
     if (!t) return err;
     if (len > d->max_record) return -FIPS_ETOOBIG;
     if (domain_hit(d)) return -FIPS_ETRUNC;
@@ -1901,7 +1904,7 @@ int fips_claim(fips_domain *d, uint32_t len, fips_slot *c)
 void fips_commit(fips_domain *d, fips_slot *c, uint32_t len, uint32_t flags, uint64_t ts)
 {
     int err = 0;
-    struct tls_ring *t = tls_ring(d, &err);
+    struct tls_ring *t = tls_ring(d, &err, 0);
     if (!t || t->idx != c->ring) return;
     if (len > c->len) len = c->len;
     if (!ts) ts = rec_time(t);
@@ -1926,7 +1929,7 @@ void fips_commit(fips_domain *d, fips_slot *c, uint32_t len, uint32_t flags, uin
 int fips_producer_ring(fips_domain *d)
 {
     int err = 0;
-    struct tls_ring *t = tls_ring(d, &err);
+    struct tls_ring *t = tls_ring(d, &err, 0);
     return t ? (int)t->idx : err;
 }
 
@@ -1971,9 +1974,9 @@ void fips_producer_close(fips_domain *d)
 
 void fips_drop(fips_domain *d, uint32_t len)
 {
-    if (fips_tls.attaching) { count_no_ring(d); return; }
+    if (fips_tls.attaching) { count_no_ring(d, 1); return; }
     int err = 0;
-    struct tls_ring *t = tls_ring(d, &err);
+    struct tls_ring *t = tls_ring(d, &err, 1);
     if (!t) return; /* counted where it failed */
     if (!enter(t)) { nested_drop(t, len); return; }
     count_drop(t, len);
@@ -1983,7 +1986,7 @@ void fips_drop(fips_domain *d, uint32_t len)
 void fips_producer_set_name(fips_domain *d, const char *name)
 {
     int err = 0;
-    struct tls_ring *t = tls_ring(d, &err);
+    struct tls_ring *t = tls_ring(d, &err, 0);
     if (!t) return;
     char nm[FIPS_THREAD_NAME_MAX] = {0};
     snprintf(nm, sizeof nm, "%s", name ? name : "");

@@ -20,7 +20,7 @@ from fipstop.bench.rsyslog import find_rsyslogd
 from fipstop.model.backends import derive_backends
 from fipstop.probes.audit import AuditProbe
 from fipstop.probes.backends import BackendsSample
-from fipstop.probes.logfiles import LogFileProbe
+from fipstop.probes.logfiles import FileReader, LogFileProbe, LogFileSample
 from fipstop.probes.netsyslog import NetSyslogProbe
 from fipstop.probes.rsyslog_stats import RsyslogStatsProbe
 from fipstop.probes.unixsock import UnixSocketProbe
@@ -169,33 +169,50 @@ def test_fail2ban_lag_grows_in_bytes_and_seconds(tmp_path: Path) -> None:
         assert _wait(lambda: (d / "fail2ban.sock").exists(), timeout=15), "fail2ban-server did not start"
         probe = LogFileProbe(str(log))
         line = b"2026-01-01T00:00:00 host login failed from 10.1.2.%d user root " + b"x" * 120 + b"\n"
-        samples = []
+        chunk = b"".join(line % (k % 250) for k in range(2000))  # 372 kB
+
+        def mine(s: LogFileSample) -> FileReader | None:
+            return next((r for r in s.readers if r.pid == proc.pid), None)
+
         with open(log, "ab") as w:
-            t_end = time.monotonic() + 6
-            i = 0
-            while time.monotonic() < t_end:
-                w.write(b"".join(line % ((i + k) % 250) for k in range(2000)))
+            # it reads: a flood, then its position has moved
+            for _ in range(20):
+                w.write(chunk)
                 w.flush()
-                i += 2000
                 time.sleep(0.02)
-                if len(samples) < 40 and i % 20000 == 0:
-                    samples.append(probe.sample())
-        readers = [(s, r) for s in samples for r in s.readers if r.pid == proc.pid]
-        assert readers, "fail2ban-server was never seen with the log open"
-        first, last = readers[0][1], readers[-1][1]
-        print(f"fail2ban lag: first {first.lag_bytes} B, last {last.lag_bytes} B over {len(readers)} samples")
-        # behind the writer (19 MB/s) by megabytes; whether the lag still grows at the end depends on how fast
-        # fail2ban reads on this host (CI once saw 2.7 MB then 1.96 MB), so only its size is checked
-        assert last.lag_bytes > 1_000_000, (first, last)
-        assert last.pos_bytes > first.pos_bytes  # it does read: the writer is just faster
-        # lag in seconds: bytes behind / growth rate of the file
-        s_prev = next(s for s, r in readers if r is not last and s is not readers[-1][0])
-        v = derive_backends(BackendsSample(s_prev.taken_mono_ns, files=(s_prev,)),
-                            BackendsSample(readers[-1][0].taken_mono_ns, files=(readers[-1][0],)))
+            assert _wait(lambda: (r := mine(probe.sample())) is not None and r.pos_bytes > 0, timeout=15), \
+                "fail2ban-server was never seen reading the log"
+            # the oracle: a stopped fail2ban-server reads nothing, so every byte written meanwhile is lag, and the
+            # lag is the file's size less the position it stopped at, exactly (how fast it reads on this host no
+            # longer matters: CI once saw it keep pace with 19 MB/s)
+            os.kill(proc.pid, signal.SIGSTOP)
+            try:
+                time.sleep(0.3)  # a read in flight when the signal came lands before the first sample
+                s1 = probe.sample()
+                r1 = mine(s1)
+                assert r1 is not None, "fail2ban-server closed the log"
+                written = 0
+                for _ in range(8):
+                    w.write(chunk)
+                    w.flush()
+                    written += len(chunk)
+                    time.sleep(0.05)
+                s2 = probe.sample()
+                r2 = mine(s2)
+            finally:
+                os.kill(proc.pid, signal.SIGCONT)
+        assert r2 is not None
+        print(f"fail2ban lag: {r1.lag_bytes} B stopped, {r2.lag_bytes} B after {written} B more")
+        assert r2.pos_bytes == r1.pos_bytes, "it read while stopped"
+        assert r1.lag_bytes == s1.size_bytes - r1.pos_bytes and r2.lag_bytes == s2.size_bytes - r2.pos_bytes
+        assert r2.lag_bytes == r1.lag_bytes + written and s2.size_bytes == log.stat().st_size
+        # lag in seconds: bytes behind / growth rate of the file over the two samples
+        v = derive_backends(BackendsSample(s1.taken_mono_ns, files=(s1,)), BackendsSample(s2.taken_mono_ns, files=(s2,)))
         row = next(r for r in v.files[0].readers if r.pid == proc.pid)
+        rate = written / ((s2.taken_mono_ns - s1.taken_mono_ns) / 1e9)
         print(f"fail2ban lag {row.lag_bytes} B = {row.lag_s:.2f} s at {v.files[0].bytes_per_s / 1e6:.2f} MB/s growth")
-        assert row.lag_bytes == last.lag_bytes and row.lag_s > 0 and row.lag_s == pytest.approx(
-            row.lag_bytes / v.files[0].bytes_per_s)
+        assert v.files[0].bytes_per_s == pytest.approx(rate)
+        assert row.lag_bytes == r2.lag_bytes and row.lag_s == pytest.approx(row.lag_bytes / rate)
     finally:
         proc.terminate()
         try:

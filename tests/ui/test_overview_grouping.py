@@ -382,3 +382,41 @@ async def test_process_group_names_its_comm(size) -> None:
         s = app.snapshot
         assert list(ov.rings_table.keys) == [GroupKey("process", 4242)] + [
             s.ring_key(i) for i in range(s.rings.size) if int(s.rings["pid"][i]) == 4242]
+
+
+async def test_ring_and_profile_keys_act_on_the_group_row() -> None:
+    """`2` on a group row opens the group's first ring as drawn (not the ring highlighted before the
+    cursor moved there); `p` on a process group profiles that process, on a domain group it asks for
+    a ring instead of profiling someone else's."""
+    from fipstop.views.ring_detail import RingDetailScreen
+
+    app, frames = many_domains_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        await start(pilot, app, frames)
+        ov = overview(app)
+        table = ov.rings_table
+        await pilot.press("f5")
+        assert table.move_to_key(("dom-0", 0))
+        await pilot.pause()
+        assert app.selected_ring == ("dom-0", 0)
+        assert table.move_to_key(GroupKey("domain", "dom-1"))
+        await pilot.pause()
+        first = table.keys[list(table.keys).index(GroupKey("domain", "dom-1")) + 1]
+        assert first[0] == "dom-1"
+        await pilot.press("2")
+        await pilot.pause()
+        assert isinstance(app.screen, RingDetailScreen) and app.screen.key == first
+        await pilot.press("escape")
+        await pilot.pause()
+        assert table.move_to_key(GroupKey("domain", "dom-1"))
+        await pilot.press("minus")  # folded: nothing to open, said so
+        await pilot.press("2")
+        await pilot.pause()
+        assert isinstance(app.screen, OverviewScreen)
+        assert app._pid_to_profile() is None  # a domain group: no one process
+        await pilot.press("f5")  # by process
+        await pilot.pause()
+        pid = int(app.snapshot.rings["pid"][0])
+        assert table.move_to_key(GroupKey("process", pid))
+        await pilot.pause()
+        assert app._pid_to_profile() == pid

@@ -1,4 +1,5 @@
-/* records_no_ring counts records (fips.h: "records dropped because the ring
+/* Was a bug, fixed: tls_ring() takes the number of records a call carries.
+ * records_no_ring counts records (fips.h: "records dropped because the ring
  * table was full"), but a call with no ring counts itself once, whatever it
  * carried: fips_log_batch of 5 records with no ring to take them counts 1
  * (4 records lost without a count), and fips_producer_ring / set_name, which
