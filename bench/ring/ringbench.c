@@ -56,6 +56,9 @@
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "fips.h"
 
@@ -425,8 +428,9 @@ static int do_produce(const struct opts *o)
 {
     const uint32_t size = o->size;
     const char *k = o->kase;
-    enum { C_NONE, C_FIPS, C_FIPS_BATCH, C_FILE, C_UNIX, C_SYSLOG } c;
+    enum { C_NONE, C_NONE_TSC, C_FIPS, C_FIPS_BATCH, C_FILE, C_UNIX, C_SYSLOG } c;
     if (!strcmp(k, "none")) c = C_NONE;
+    else if (!strcmp(k, "none_tsc")) c = C_NONE_TSC;
     else if (!strcmp(k, "fips_c")) c = C_FIPS;
     else if (!strcmp(k, "fips_c_batch")) c = C_FIPS_BATCH;
     else if (!strcmp(k, "file")) c = C_FILE;
@@ -519,6 +523,29 @@ static int do_produce(const struct opts *o)
             for (uint32_t i = 0; i < nb; i++) {
                 format_record(bufs, seq++);
                 ESCAPE(bufs);
+            }
+            attempted += nb;
+            t1 = mono_ns();
+            lat_add(&lat, (float)(t1 - t0) / (float)nb);
+            if (t1 >= t_end) break;
+            t0 = t1;
+        }
+        accepted = attempted;
+        break;
+    case C_NONE_TSC:
+        /* none + the one hardware clock read a libfips record takes (its
+         * ts_ns): the floor of any ring that stamps each record, which the
+         * peers (boost's queue, the prototype) do not. */
+        for (;;) {
+            for (uint32_t i = 0; i < nb; i++) {
+                format_record(bufs, seq++);
+                ESCAPE(bufs);
+#if defined(__x86_64__)
+                uint64_t tsc = __rdtsc();
+#else
+                uint64_t tsc = mono_ns();
+#endif
+                ESCAPE(&tsc);
             }
             attempted += nb;
             t1 = mono_ns();
@@ -662,6 +689,14 @@ static int do_produce(const struct opts *o)
 }
 
 /* ---- consume ------------------------------------------------------------- */
+/* The consumer's wait when it has too little to read: a local busy-wait of
+ * ns, so that records accumulate instead of polling the producer's head. */
+static void idle(uint64_t ns)
+{
+    uint64_t until = mono_ns() + ns;
+    while (mono_ns() < until) cpu_relax();
+}
+
 static int do_consume(const struct opts *o)
 {
     install_stop();
@@ -686,7 +721,17 @@ static int do_consume(const struct opts *o)
     fips_record r;
     int draining = 0;
     uint64_t drain_deadline = 0;
+    /* The longest the loop went without looking at the ring, its own idle
+     * waits excluded: a preemption, a hypervisor steal or a long batch.  A
+     * ring of C bytes filled at R bytes/s overflows in any such gap longer
+     * than C / R, whatever the consumer's speed (keepup.py reports it). */
+    uint64_t max_gap_ns = 0, t_prev = mono_ns();
     for (;;) {
+        {
+            uint64_t t_now = mono_ns();
+            if (t_now - t_prev > max_gap_ns) max_gap_ns = t_now - t_prev;
+            t_prev = t_now;
+        }
         if (g_stop && !draining) {
             draining = 1;
             drain_deadline = mono_ns() + 2000000000ull;
@@ -702,17 +747,16 @@ static int do_consume(const struct opts *o)
             int rr = fips_consumer_release(c, &b);
             if (rr < 0) { errors++; last_err = rr; } /* 1: queued behind another reader's batch */
             if (backoff_ns && b.count < o->min_batch && !draining) {
-                uint64_t until = mono_ns() + backoff_ns;
-                while (mono_ns() < until) cpu_relax();
+                idle(backoff_ns);
                 waits++;
+                t_prev = mono_ns();
             }
             continue;
         }
         if (rc == -FIPS_EAGAIN) {
             if (draining) break; /* producer gone, nothing left */
             if (backoff_ns) {
-                uint64_t until = mono_ns() + backoff_ns;
-                while (mono_ns() < until) cpu_relax();
+                idle(backoff_ns);
                 waits++;
             } else if (++empty % 65536 == 0) {
                 struct timespec ts = {0, 20000};
@@ -720,6 +764,7 @@ static int do_consume(const struct opts *o)
             } else {
                 cpu_relax();
             }
+            t_prev = mono_ns();
             continue;
         }
         if (rc == -FIPS_EEVICTED) { evicted = 1; last_err = rc; break; }
@@ -734,14 +779,14 @@ static int do_consume(const struct opts *o)
            "\"bytes\": %llu, \"lost\": %llu, \"errors\": %llu, "
            "\"evicted\": %s, \"last_error\": %d, \"backoff_us\": %g, \"min_batch\": %u, "
            "\"backoff_waits\": %llu, \"cpu_share\": %.4f, \"runq_wait_share\": %.4f, \"invol_csw\": %ld, "
-           "\"pinned_cpu\": %d, \"pin_ok\": %s}\n",
+           "\"pinned_cpu\": %d, \"pin_ok\": %s, \"max_gap_ns\": %llu}\n",
            (unsigned long long)records, (unsigned long long)batches,
            (unsigned long long)bytes, (unsigned long long)lost,
            (unsigned long long)errors, evicted ? "true" : "false", last_err,
            o->backoff_us, o->min_batch, (unsigned long long)waits,
            w_end > w_start ? (double)(u_end.cpu_ns - u_start.cpu_ns) / (double)(w_end - w_start) : 0.0,
            wait_share(u_start, u_end, w_end - w_start), u_end.invol - u_start.invol,
-           o->cpu, (o->cpu < 0 || pin_rc == 0) ? "true" : "false");
+           o->cpu, (o->cpu < 0 || pin_rc == 0) ? "true" : "false", (unsigned long long)max_gap_ns);
     fflush(stdout);
     fips_consumer_close(c);
     fips_domain_close(d);

@@ -569,6 +569,14 @@ struct tls_state {
 #else
 static _Thread_local struct tls_state fips_tls;
 static _Thread_local const void *fips_tls_reader; /* last consumer this thread read */
+/* &fips_tls.r[0], the hot path's ring, in 8 bytes of initial-exec TLS: one
+ * %fs-relative load where fips_tls itself, in a shared library, costs a call
+ * to __tls_get_addr on every fips_log (~1.5x the records/s through
+ * libfips.so at 64 B).  Set on first use by the thread (a signal handler
+ * doing the same stores the same value); valid for the thread's life, fork
+ * included (the child's thread has the parent's TLS addresses).  8 bytes fit
+ * the static TLS glibc keeps for libraries loaded later (dlopen, Python). */
+static _Thread_local struct tls_ring *fips_tls_first __attribute__((tls_model("initial-exec")));
 #endif
 static pthread_key_t fips_tls_key;
 static pthread_once_t fips_once = PTHREAD_ONCE_INIT;
@@ -1629,10 +1637,10 @@ static inline uint64_t rec_time(struct tls_ring *t)
 }
 
 /* A payload into the ring.  16..64 bytes inline: two or four 16-byte moves
- * that may overlap inside the payload (nothing is read beyond buf + len nor
- * written beyond the record); at the sizes log lines have, the call to
- * memcpy and the registers it clobbers cost more than the copy itself.
- * Anything else through memcpy. */
+ * that may overlap inside the payload, 65..128 bytes two 64-byte copies
+ * alike (nothing is read beyond buf + len nor written beyond the record); at
+ * the sizes log lines have, the call to memcpy and the registers it clobbers
+ * cost more than the copy itself.  Anything else through memcpy. */
 static inline void copy_payload(uint8_t *dst, const uint8_t *src, uint32_t len)
 {
     if (__builtin_expect(len - 16u <= 48u, 1)) {
@@ -1648,6 +1656,13 @@ static inline void copy_payload(uint8_t *dst, const uint8_t *src, uint32_t len)
         }
         memcpy(dst, a, 16);
         memcpy(dst + len - 16, b, 16);
+    } else if (__builtin_expect(len - 65u <= 63u, 1)) {
+        /* 65..128 bytes: the first and the last 64, overlapping inside the
+         * record (the same source bytes twice); fixed-size copies the
+         * compiler does in registers.  The caller's buffer and the ring never
+         * overlap, so no temporaries (gcc keeps 64-byte ones on the stack). */
+        memcpy(dst, src, 64);
+        memcpy(dst + len - 64, src + len - 64, 64);
     } else if (len) {
         memcpy(dst, src, len);
     }
@@ -1772,7 +1787,16 @@ static __attribute__((noinline, cold)) int log_general(fips_domain *d, const voi
  * domain's constants come from the tls_ring. */
 int fips_log(fips_domain *d, const void *buf, uint32_t len)
 {
+#ifdef FIPS_EXPLORE
     struct tls_ring *t = &fips_tls.r[0];
+#else
+    struct tls_ring *t = fips_tls_first;
+    if (__builtin_expect(t == NULL, 0)) fips_tls_first = t = &fips_tls.r[0];
+#endif
+    /* t is opaque from here: without this gcc may recompute it (&fips_tls
+     * is a call to __tls_get_addr in a shared library) at each use after a
+     * call or a fence instead of keeping it in a register. */
+    __asm__("" : "+r"(t));
     if (__builtin_expect(t->d != d, 0) || __builtin_expect(len > t->max_record, 0) ||
         __builtin_expect(t->busy, 0) ||
         /* B1: ACQUIRE, pairs with the guard handler's RELEASE of hit */
@@ -1860,7 +1884,38 @@ int fips_log_batch(fips_domain *d, const void *const *bufs, const uint32_t *lens
     uint64_t ts = rec_time(t);
     uint64_t head = t->head;
     int fullev = 0, logged = 0;
-    for (uint32_t i = 0; i < n; i++) {
+    /* The leading records that fit before the wrap and below the limit: one
+     * claim for all of them, as fips_log's hot path makes for one (P1 for
+     * the whole span, then the records, then one P3 in publish()), instead
+     * of a reserve() each.  The rest, if any, one at a time below. */
+    uint32_t i = 0;
+    {
+        const uint64_t room = t->cap - (head & t->mask);
+        /* as fips_log's `end - limit > cap`: a limit past head leaves no room */
+        const uint64_t used = head - t->limit;
+        const uint64_t below = used <= t->cap ? t->cap - used : 0;
+        const uint64_t span_max = room < below ? room : below;
+        uint64_t span = 0;
+        while (i < n && lens[i] <= d->max_record) {
+            uint64_t need = FIPS_REC_HDR_SIZE + ALIGN8(lens[i]);
+            if (need > span_max - span) break;
+            span += need;
+            i++;
+        }
+        if (i) {
+            /* P1, as in reserve(): pairs with T2 and E2. */
+            ST(&t->ctl->reserved, head + span, release); /* RELEASE: see claimed_end */
+            atomic_thread_fence(memory_order_release);
+            uint8_t *p = t->data + (head & t->mask);
+            for (uint32_t j = 0; j < i; j++) {
+                write_at(t, p, bufs[j], lens[j], 0, ts);
+                p += FIPS_REC_HDR_SIZE + ALIGN8(lens[j]);
+            }
+            head += span;
+            logged = (int)i;
+        }
+    }
+    for (; i < n; i++) {
         uint32_t len = lens[i];
         if (len > d->max_record) { count_drop(t, len); continue; }
         uint64_t need = FIPS_REC_HDR_SIZE + ALIGN8(len);

@@ -94,7 +94,8 @@ def test_monitor_measurements_and_targets(tiny_run: tuple[dict, str]) -> None:
     doc, _ = tiny_run
     names = [m["name"] for m in doc["monitor"]]
     assert names[:3] == ["monitor_snapshot_1024_rings", "monitor_overhead_10hz", "monitor_overhead_isolated"]
-    assert names[3:] in ([], ["fipsipc_attach_10hz"])  # fipstop on the FIPS paper's prototype, with its cases
+    # fipstop on the FIPS paper's prototype, with its cases: with a reader, and the writer alone
+    assert names[3:] in ([], ["fipsipc_attach_10hz", "fipsipc_attach_isolated_10hz"])
     for m in doc["monitor"]:
         assert m["status"] in ("ok", "skipped", "error")
         if m["status"] != "ok":
@@ -112,11 +113,16 @@ def test_monitor_measurements_and_targets(tiny_run: tuple[dict, str]) -> None:
     if ab["status"] == "ok":
         assert len(ab["pair_ratios"]) == ab["pairs"]
         assert _is_num(ab["ratio_median"])
+    for m in doc["monitor"][3:]:
+        if m["name"] == "fipsipc_attach_isolated_10hz" and m["status"] == "ok":
+            assert len(m["pair_ratios"]) == m["pairs"]
+            lo, hi = m["ratio_ci95"]
+            assert lo <= m["ratio_median"] <= hi
     ids = {t["id"] for t in doc["targets"]}
     proto = {f"{lib}_vs_fipsipc_batch_{z}" for lib in ("fips_c", "fips_c_batch") for z in (64, 128)}
     issue21 = {f"{t}_{z}" for t in ("delivered_vs_boost", "producer_ns_vs_boost", "faster_than_lttng")
                for z in spec.SIZES} | {"keepup_128"}
-    assert ids - proto - issue21 - {"fipsipc_attach_10hz"} == {
+    assert ids - proto - issue21 - {"fipsipc_attach_10hz", "fipsipc_attach_10hz_isolated"} == {
         "fips_c_rate",
         "fips_c_vs_syslog",
         "python_log_rate",
@@ -139,7 +145,7 @@ def test_table_renders(tiny_run: tuple[dict, str]) -> None:
     text = report.render_table(doc)
     lines = text.splitlines()
     assert lines[0].split()[:3] == ["case", "size", "rec/s"]
-    assert "targets (issue #2, issue 21):" in text
+    assert "targets (issue #2, issues 21 and 22):" in text
     # one table row per (case, size)
     rows = [ln for ln in lines[2:] if ln.split() and ln.split()[0] in spec.CASES]
     assert len(rows) == len(spec.CASES) * len(spec.SIZES)
@@ -273,3 +279,23 @@ def test_keepup_search_bisects_to_the_boundary() -> None:
     assert keepup.search("fips_c", 128, None, probe)["status"] == "skipped"
     # kept up unpaced: one probe
     assert len(keepup.search("fips_c", 128, 1e6, probe)["probes"]) == 1
+
+
+def test_keepup_stall_ceiling() -> None:
+    """The rate a ring survives a consumer gap at: bytes in the ring / (bytes a record takes x the gap).
+    1 MiB of 128-byte records (152 bytes framed) over a 2 ms gap: 3.45 M/s; each probe that reports the
+    consumer's longest gap carries its ceiling."""
+    from fipstop.bench.ring import keepup
+
+    assert keepup.stall_ceiling(1 << 20, 128, 2e6) == pytest.approx((1 << 20) / 152 / 0.002)
+    assert keepup.stall_ceiling(1 << 20, 61, 1e6) == pytest.approx((1 << 20) / (24 + 64) / 0.001)
+    assert keepup.stall_ceiling(1 << 20, 128, None) is None and keepup.stall_ceiling(1 << 20, 128, 0) is None
+
+    def probe(rate: float) -> tuple[spec.CaseResult, dict]:
+        n = int(rate)
+        return (spec.CaseResult("fips_c", 128, "ok", attempted=n, delivered=n, drops=0, attempted_per_s=rate,
+                                drop_detail={"consumer_max_gap_ns": 2_000_000}), {})
+
+    k = keepup.search("fips_c", 128, 1e6, probe, ring_capacity=1 << 20)
+    assert k["probes"][0]["consumer_max_gap_ns"] == 2_000_000
+    assert k["probes"][0]["stall_ceiling_per_s"] == pytest.approx(keepup.stall_ceiling(1 << 20, 128, 2e6))

@@ -21,13 +21,15 @@ from fipstop.children import popen
 __all__ = ["run_case", "run_fips"]
 
 
-def run_none(ws: Workspace, size: int) -> CaseResult:
-    p, why = run_to_end(ws.produce_argv("none", size), ws.timeout(), preexec=ws.preexec())
+def run_none(ws: Workspace, size: int, case: str = "none") -> CaseResult:
+    """none: the harness's loop alone (format each record); none_tsc: and one TSC read per record."""
+    p, why = run_to_end(ws.produce_argv(case, size), ws.timeout(), preexec=ws.preexec())
     if p is None:
-        return ws.skip("none", size, f"producer failed: {why}", "error")
+        return ws.skip(case, size, f"producer failed: {why}", "error")
     return ws.from_producer(
-        "none", size, p, delivered=None, drops=0, drop_detail={}, pinned={"producer_cpu": p.get("pinned_cpu")}
-    )
+        case, size, p, delivered=None, drops=0, drop_detail={}, pinned={"producer_cpu": p.get("pinned_cpu")},
+        notes="none + one __rdtsc() a record: what a per-record hardware timestamp costs" if case == "none_tsc"
+        else "")
 
 
 def run_fips(
@@ -53,6 +55,10 @@ def run_fips(
     libfips) for both the producer and the consumer; default ``ws.harness``."""
     if case.startswith("fips_python") and ws.py_reason:
         return ws.skip(case, size, ws.py_reason)
+    if case == "fips_c_so" and harness is None:
+        if ws.harness_so is None:
+            return ws.skip(case, size, f"shared-library harness unavailable: {ws.harness_so_reason}")
+        harness = ws.harness_so
     harness = harness or ws.harness
     assert harness is not None
     dom = domain or ws.domain(case, size)
@@ -108,7 +114,8 @@ def run_fips(
             if why:
                 return ws.skip(case, size, f"monitor failed: {why}", "error")
         if case.startswith("fips_c"):
-            p, why = run_to_end(ws.produce_argv(case, size, duration, harness=harness, **fa),
+            p, why = run_to_end(ws.produce_argv("fips_c" if case == "fips_c_so" else case, size, duration,
+                                                harness=harness, **fa),
                                 max(ws.timeout(), (duration or 0.0) + 60.0), preexec=ws.preexec())
         else:
             p, why = run_python(ws, case, size, dom, cap)
@@ -141,6 +148,7 @@ def run_fips(
         detail["consumer_lost"] = c.get("lost")
         detail["consumer_errors"] = c.get("errors")
         detail["consumer_evicted"] = c.get("evicted")
+        detail["consumer_max_gap_ns"] = c.get("max_gap_ns")
     if mon_res:
         detail["monitor_snapshots"] = mon_res.get("snapshots")
         detail["monitor_busy_ns"] = mon_res.get("busy_ns")
@@ -397,8 +405,8 @@ def run_case(ws: Workspace, case: str, size: int) -> CaseResult:
             return ws.skip(case, size, "rsyslogd not found (apt-get install rsyslog)")
         return ws.skip(case, size, f"C harness unavailable: {ws.harness_reason}")
     try:
-        if case == "none":
-            return run_none(ws, size)
+        if case in ("none", "none_tsc"):
+            return run_none(ws, size, case)
         if case in FIPS_CASES:
             return run_fips(ws, case, size)
         if case == "file":

@@ -73,6 +73,18 @@ def build_harness(cache_dir: Path | None = None) -> tuple[Path | None, str | Non
     return build_c("ringbench", (HARNESS_SRC, FIPS_SRC), cache_dir=cache_dir)
 
 
+def build_harness_so(cache_dir: Path | None = None) -> tuple[Path | None, str | None, dict[str, Any]]:
+    """ringbench.c linked with fips.c built as a shared library (-fPIC -shared, as setup.py builds
+    libfips.so), by its absolute path: what a program linking libfips runs (a PLT call per fips_log,
+    the TLS model of a shared library); the fips_c_so case."""
+    lib, why, info = build_c("libfips-bench.so", (FIPS_SRC,), ("-fPIC", "-shared"), cache_dir=cache_dir)
+    if lib is None:
+        return None, why, info
+    binary, why, info2 = build_c("ringbench-so", (HARNESS_SRC,), ("-Wl,--no-as-needed", str(lib)),
+                                 cache_dir=cache_dir)
+    return binary, why, {**info2, "library": info}
+
+
 class Child:
     """A helper process that prints 'ready' once set up and a JSON line at exit."""
 

@@ -36,9 +36,22 @@ def kept_up(r: CaseResult) -> bool:
             and r.delivered >= r.attempted)
 
 
+def stall_ceiling(ring_capacity: int, size: int, gap_ns: float | None) -> float | None:
+    """The highest rate a ring of ``ring_capacity`` bytes survives a consumer gap of ``gap_ns``
+    without a drop, records of ``size`` bytes (libfips' framing: a 24-byte header, 8-byte aligned):
+    above it the producer fills the ring before the consumer looks again, however fast it reads."""
+    if not gap_ns or gap_ns <= 0:
+        return None
+    per_record = 24 + ((size + 7) & ~7)
+    return ring_capacity / per_record / (gap_ns / 1e9)
+
+
 def search(case: str, size: int, start_rate: float | None,
-           probe: Callable[[float], tuple[CaseResult, dict[str, Any]]], steps: int = STEPS) -> dict[str, Any]:
-    """``probe(rate)`` runs the case paced to ``rate`` and returns (result, regime)."""
+           probe: Callable[[float], tuple[CaseResult, dict[str, Any]]], steps: int = STEPS,
+           ring_capacity: int | None = None) -> dict[str, Any]:
+    """``probe(rate)`` runs the case paced to ``rate`` and returns (result, regime).  With
+    ``ring_capacity``, each probe where the consumer reported its longest gap (libfips' consumer)
+    also gives the stall ceiling of that gap on that ring (stall_ceiling)."""
     out: dict[str, Any] = {"case": case, "size_bytes": size, "probes": []}
     if not start_rate:
         return {**out, "status": "skipped", "reason": f"{case} {size} B has no unpaced rate in this run"}
@@ -55,7 +68,13 @@ def search(case: str, size: int, start_rate: float | None,
                               "status": r.status, "reason": r.skip_reason, "kept_up": ok,
                               "round_trip_ns": reg.get("round_trip_ns"), "regime": reg.get("regime"),
                               "disturbed": r.disturbed})
-        log(f"keep-up {case} {size} B at {rate / 1e6:.2f} M/s: "
+        gap = r.drop_detail.get("consumer_max_gap_ns")
+        if gap is not None:
+            out["probes"][-1]["consumer_max_gap_ns"] = gap
+            if ring_capacity:
+                out["probes"][-1]["stall_ceiling_per_s"] = stall_ceiling(ring_capacity, size, gap)
+        ring = f" ({ring_capacity >> 20} MiB ring)" if ring_capacity else ""
+        log(f"keep-up {case} {size} B{ring} at {rate / 1e6:.2f} M/s: "
             + ("kept up" if ok else f"{r.drops} dropped, {r.delivered} of {r.attempted} delivered"
                if r.status == "ok" else f"{r.status}: {r.skip_reason}"))
         if r.status != "ok":

@@ -131,9 +131,10 @@ def build_peer(case: str) -> tuple[Path | None, str | None, dict[str, Any]]:
     return _built[case]
 
 
-def peer_argv(ws: Workspace, binary: Path, size: int, duration: float, rate: float = 0.0) -> list[str]:
+def peer_argv(ws: Workspace, binary: Path, size: int, duration: float, rate: float = 0.0,
+              ring_capacity: int | None = None) -> list[str]:
     argv = [str(binary), "--size", str(size), "--duration", f"{duration:g}", "--lat-batch", str(LAT_BATCH),
-            "--capacity", str(ws.ring_capacity), "--min-batch", str(CONSUMER_MIN_BATCH),
+            "--capacity", str(ring_capacity or ws.ring_capacity), "--min-batch", str(CONSUMER_MIN_BATCH),
             "--backoff-us", f"{ws.consumer_backoff_us:g}"]
     if rate > 0:
         argv += ["--rate", f"{rate:.0f}"]
@@ -215,8 +216,9 @@ def _run_lttng(ws: Workspace, binary: Path, size: int, duration: float,
 
 
 def run_peer(ws: Workspace, case: str, size: int, *, duration: float | None = None,
-             rate: float = 0.0) -> CaseResult:
-    """One run of a peer at one size (``rate`` > 0: paced to that many records/s)."""
+             rate: float = 0.0, ring_capacity: int | None = None) -> CaseResult:
+    """One run of a peer at one size (``rate`` > 0: paced to that many records/s; ``ring_capacity``:
+    the queue's bytes, default the cases' ring; not for lttng_ust, whose sub-buffers are its own)."""
     binary, why, info = build_peer(case)
     if binary is None:
         return ws.skip(case, size, why or "cannot build")
@@ -225,7 +227,8 @@ def run_peer(ws: Workspace, case: str, size: int, *, duration: float | None = No
     if case == "lttng_ust":
         p, why, detail = _run_lttng(ws, binary, size, dur, rate)
     else:
-        p, why = run_to_end(peer_argv(ws, binary, size, dur, rate), dur + 60.0, preexec=ws.preexec())
+        p, why = run_to_end(peer_argv(ws, binary, size, dur, rate, ring_capacity), dur + 60.0,
+                            preexec=ws.preexec())
     if p is None:
         reason = why or "failed"
         return ws.skip(case, size, reason, "skipped" if "already runs" in reason else "error")

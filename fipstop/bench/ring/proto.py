@@ -24,11 +24,12 @@ from typing import Any
 from fipstop.bench.cbuild import source
 from fipstop.bench.fipsipc_proto import build_program, write_config
 from fipstop.bench.ring.children import Child, run_to_end
+from fipstop.bench.ring.monitors import median_ci
 from fipstop.bench.ring.spec import CaseResult
 from fipstop.bench.ring.workspace import Workspace
 from fipstop.probes.fipsipc import FipsIpcProbe, ftok, read_sysvipc
 
-__all__ = ["COUNTERPART", "PROTO_CASES", "run_attach_ab", "run_fipsipc"]
+__all__ = ["COUNTERPART", "PROTO_CASES", "run_attach_ab", "run_attach_isolated", "run_fipsipc"]
 
 PROTO_CASES = ("fipsipc", "fipsipc_batch")
 #: the libfips case each prototype case is compared with
@@ -53,17 +54,22 @@ def _remove(shm_name: Path) -> None:
         pass
 
 
-def _run(ws: Workspace, binary: Path, case: str, size: int, *, sample_hz: float = 0.0
+def _run(ws: Workspace, binary: Path, case: str, size: int, *, sample_hz: float = 0.0, reader: bool = True,
+         duration: float | None = None
          ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None, int, list[float]]:
     """One run: (producer JSON, consumer JSON, why it failed, ring slots, probe sample times in us).
-    ``sample_hz``: meanwhile fipstop's FIPS-IPC probe samples the segment from this process."""
+    ``sample_hz``: meanwhile fipstop's FIPS-IPC probe samples the segment from this process.
+    ``reader`` False: no reader, the segment in the prototype's OVERWRITE mode (its default), so the
+    writer never waits and its rate is its own."""
     exp = max(4, (ws.ring_capacity // size).bit_length() - 1)  # slots of `size` bytes: the same capacity
     shm_name = ws.tmp / f"fipsipc-{case}-{size}"
     shm_name.touch()
     conf = write_config(ws.tmp / f"fipsipc-{case}-{size}.conf", str(shm_name), line_size=size,
-                        line_count_exp=exp, segments=1, readers=1, reader_threads=1, sqe=1024)
+                        line_count_exp=exp, segments=1, readers=1, reader_threads=1, sqe=1024,
+                        overwrite=not reader)
     cpu = ["--cpu", str(ws.cons_cpu)] if ws.cons_cpu is not None else []
-    cons = Child([str(binary), "consume", "--conf", str(conf), "--backoff-us", f"{ws.consumer_backoff_us:g}", *cpu])
+    cons = Child([str(binary), "consume", "--conf", str(conf), "--backoff-us", f"{ws.consumer_backoff_us:g}", *cpu]) \
+        if reader else None
     times: list[float] = []
     stop = threading.Event()
 
@@ -75,26 +81,63 @@ def _run(ws: Workspace, binary: Path, case: str, size: int, *, sample_hz: float 
             times.append((time.perf_counter_ns() - t0) / 1e3)
 
     th = threading.Thread(target=sampler, daemon=True) if sample_hz > 0 else None
+    c: dict[str, Any] | None = None
     try:
-        failed = cons.wait_ready()
+        failed = cons.wait_ready() if cons is not None else None
         if failed:
             return None, None, f"consumer failed: {failed}", 1 << exp, times
         if th is not None:
             th.start()
-        argv = [str(binary), "produce", "--case", case, "--size", str(size), "--duration", f"{ws.duration:g}",
-                "--conf", str(conf)] + (["--cpu", str(ws.prod_cpu)] if ws.prod_cpu is not None else [])
+        argv = [str(binary), "produce", "--case", case, "--size", str(size), "--duration",
+                f"{duration or ws.duration:g}", "--conf", str(conf)] + (
+                    ["--cpu", str(ws.prod_cpu)] if ws.prod_cpu is not None else [])
         p, failed = run_to_end(argv, ws.timeout(), preexec=ws.preexec())
         stop.set()
         if th is not None:
             th.join()
-        c = cons.stop()
+        c = cons.stop() if cons is not None else None
     finally:
         stop.set()
-        cons.kill()
+        if cons is not None:
+            cons.kill()
         _remove(shm_name)
     if p is None:
         return None, c, f"producer failed: {failed}", 1 << exp, times
     return p, c, None, 1 << exp, times
+
+
+def run_attach_isolated(ws: Workspace, pairs: int, size: int = 128, hz: float = 10.0,
+                        run_s: float = 0.5) -> dict[str, Any]:
+    """What fipstop attaching costs the prototype's writer, without a reader's noise: ``pairs``
+    AB/BA pairs of ``run_s`` runs of one fipsipc writer alone in an OVERWRITE segment (nothing waits,
+    nothing drops), with and without the probe sampling at ``hz``; the median ratio with its ~95 %
+    order-statistic interval (a reader's pace moves the paired runs of run_attach_ab by up to 10 %)."""
+    name = f"fipsipc_attach_isolated_{hz:g}hz"
+    binary, why = build_program("fipsipc_bench", (source("ring/fipsipc_bench.c"),))
+    if binary is None:
+        return {"name": name, "status": "skipped", "skip_reason": why}
+    ratios: list[float] = []
+    samples = 0
+    for i in range(pairs):
+        rate: dict[bool, float] = {}
+        for with_probe in ((True, False) if i % 2 == 0 else (False, True)):
+            p, _c, failed, _slots, t = _run(ws, binary, "fipsipc", size, sample_hz=hz if with_probe else 0.0,
+                                            reader=False, duration=run_s)
+            if p is None or not float(p["elapsed_ns"]):
+                return {"name": name, "status": "error", "skip_reason": failed or "no result"}
+            rate[with_probe] = int(p["accepted"]) / (float(p["elapsed_ns"]) / 1e9)
+            samples += len(t)
+        if rate[False] > 0:
+            ratios.append(rate[True] / rate[False])
+    med, lo, hi = median_ci(ratios)
+    return {
+        "name": name, "status": "ok", "pairs": pairs, "size_bytes": size, "hz": hz, "run_s": run_s,
+        "pair_ratios": [round(r, 4) for r in ratios], "ratio_median": med, "ratio_ci95": [lo, hi],
+        "samples": samples,
+        "method": f"records/s of one fipsipc writer (CPU {ws.prod_cpu}) alone in an OVERWRITE segment, no reader, "
+        f"{run_s:g} s a run, with / without fipstop's FIPS-IPC probe sampling it at {hz:g} Hz from the bench "
+        "process (unpinned), AB/BA pairs; interval = ~95 % order-statistic interval of the median",
+    }
 
 
 def run_fipsipc(ws: Workspace, case: str, size: int) -> CaseResult:

@@ -13,7 +13,7 @@ from fipstop.bench.results import machine_info, publish
 from fipstop.bench.ring import keepup, regime
 from fipstop.bench.ring.against import main as against_main
 from fipstop.bench.ring.cases import run_case, run_fips
-from fipstop.bench.ring.children import build_harness, log
+from fipstop.bench.ring.children import build_harness, build_harness_so, log
 from fipstop.bench.ring.keepup import KEEPUP_S, QUICK_KEEPUP_S
 from fipstop.bench.ring.monitors import run_monitor_ab, run_monitor_isolated, run_snapshot
 from fipstop.bench.ring.peers import run_peer
@@ -28,6 +28,7 @@ from fipstop.bench.ring.report import (
 )
 from fipstop.bench.ring.spec import (
     CONSUMER_MIN_BATCH,
+    KEEPUP_RING_CAPACITIES,
     LAT_BATCH,
     LATENCY_METHOD,
     LOG_BATCH,
@@ -51,6 +52,8 @@ def run(ws: Workspace) -> dict[str, Any]:
             "competes with the bench, expect noisy numbers"
         )
     ws.harness, ws.harness_reason, ws.build_info = build_harness()
+    if "fips_c_so" in ws.cases:
+        ws.harness_so, ws.harness_so_reason, ws.build_info["shared_library_harness"] = build_harness_so()
     if ws.harness_reason:
         log(f"C harness unavailable: {ws.harness_reason}")
     # Repetitions run round-robin over every (size, case), so a burst of load from elsewhere
@@ -86,12 +89,16 @@ def run(ws: Workspace) -> dict[str, Any]:
     monitor = [snap, ab, iso]
     extra = []
     if "fipsipc" in ws.cases or "fipsipc_batch" in ws.cases:
-        from fipstop.bench.ring.proto import run_attach_ab
+        from fipstop.bench.ring.proto import run_attach_ab, run_attach_isolated
 
         log("fipstop attached to the FIPS paper's prototype, A/B ...")
         attach = run_attach_ab(ws, ws.ab_pairs)
         monitor.append(attach)
-        extra = proto_targets(results, attach)
+        log("fipstop attached to the FIPS paper's prototype, isolated from the reader ...")
+        attach_iso = run_attach_isolated(ws, 2 if ws.tiny else (8 if ws.quick else 80),
+                                         run_s=0.2 if ws.tiny or ws.quick else 0.5)
+        monitor.append(attach_iso)
+        extra = proto_targets(results, attach, attach_iso)
     return {
         "results": results,
         "monitor": monitor,
@@ -103,28 +110,33 @@ def run(ws: Workspace) -> dict[str, Any]:
 
 
 def keepup_all(ws: Workspace, results: list[CaseResult]) -> list[dict[str, Any]]:
-    """The highest rate one consumer keeps up with, for fips_c and the plain SPSC queue (keepup.py)."""
+    """The highest rate one consumer keeps up with, for fips_c and the plain SPSC queue (keepup.py),
+    on the default ring and on a larger one (KEEPUP_RING_CAPACITIES; --quick: the default only)."""
     if ws.tiny:
         return []
     dur = QUICK_KEEPUP_S if ws.quick else KEEPUP_S
     by = {(r.case, r.size_bytes): r for r in results}
     out = []
-    for case in ("fips_c", "boost_spsc"):
-        if case not in ws.cases:
-            continue
-        for size in ws.sizes:
-            r0 = by.get((case, size))
+    rings = KEEPUP_RING_CAPACITIES[:1] if ws.quick else KEEPUP_RING_CAPACITIES
+    for cap in rings:
+        for case in ("fips_c", "boost_spsc"):
+            if case not in ws.cases:
+                continue
+            for size in ws.sizes:
+                r0 = by.get((case, size))
 
-            def probe(rate: float, case: str = case, size: int = size) -> tuple[CaseResult, dict[str, Any]]:
-                reg = regime.measure(ws, ws.harness)
-                if case == "fips_c":
-                    res = run_fips(ws, case, size, duration=dur, rate=rate)
-                else:
-                    res = run_peer(ws, case, size, duration=dur, rate=rate)
-                return res, reg
+                def probe(rate: float, case: str = case, size: int = size,
+                          cap: int = cap) -> tuple[CaseResult, dict[str, Any]]:
+                    reg = regime.measure(ws, ws.harness)
+                    if case == "fips_c":
+                        res = run_fips(ws, case, size, duration=dur, rate=rate, ring_capacity=cap)
+                    else:
+                        res = run_peer(ws, case, size, duration=dur, rate=rate, ring_capacity=cap)
+                    return res, reg
 
-            found = keepup.search(case, size, r0.attempted_per_s if r0 and r0.status == "ok" else None, probe)
-            out.append({**found, "seconds_per_probe": dur})
+                found = keepup.search(case, size, r0.attempted_per_s if r0 and r0.status == "ok" else None,
+                                      probe, ring_capacity=cap)
+                out.append({**found, "seconds_per_probe": dur, "ring_capacity_bytes": cap})
     return out
 
 

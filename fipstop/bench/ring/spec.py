@@ -10,7 +10,10 @@ from fipstop.bench.results import Output
 
 SCHEMA = 1
 SIZES: tuple[int, ...] = (64, 128, 256)
-C_CASES = ("none", "fips_c", "fips_c_batch")
+#: fips_c_so: fips_c through libfips.so (-fPIC, a PLT call, the TLS of a shared library), as programs link it;
+#: the other C cases have fips.c compiled into the harness; none_tsc: none + the TSC read a record's
+#: timestamp costs (a floor for any ring that stamps each record; boost's queue and the prototype do not)
+C_CASES = ("none", "none_tsc", "fips_c", "fips_c_so", "fips_c_batch")
 PY_CASES = ("none_python", "fips_python", "fips_python_batch")
 OTHER_CASES = ("syslog", "file", "unix_dgram")
 #: the FIPS paper's prototype ring (fipstop/bench/ring/proto.py), built from its source when it is found
@@ -18,7 +21,7 @@ PROTO_CASES = ("fipsipc", "fipsipc_batch")
 #: issue 21's peers (fipstop/bench/ring/peers.py), built from Debian's packages when they are installed
 PEER_CASES = ("boost_spsc", "lttng_ust", "spdlog_async")
 CASES: tuple[str, ...] = C_CASES + PEER_CASES + PY_CASES + OTHER_CASES + PROTO_CASES
-FIPS_CASES = ("fips_c", "fips_c_batch", "fips_python", "fips_python_batch")
+FIPS_CASES = ("fips_c", "fips_c_so", "fips_c_batch", "fips_python", "fips_python_batch")
 
 #: ``--against``'s default: the commit before issue 14's fixes (e536b36: the floor never moves back,
 #: a release after eviction says so)
@@ -31,6 +34,10 @@ LAT_BATCH = 64  # records per timed batch (single-record cases)
 LOG_BATCH = 256  # records per log_batch call
 RING_CAPACITY = 1 << 20  # libfips default, bytes per ring
 AB_RING_CAPACITY = 16 << 20  # monitor A/B runs: ~5 ms of buffer at 20 M records/s of 128 B
+# keep-up searches run on the default ring and on this one (~22 ms of buffer at 20 M records/s of 128 B):
+# on the default ring any stall of the consumer's CPU longer than the ring lasts (0.34 ms at that rate)
+# drops, whoever the consumer is; the larger ring tells the consumer's speed from the host's stalls.
+KEEPUP_RING_CAPACITIES = (RING_CAPACITY, 64 << 20)
 SNAP_RINGS = 1024
 SNAP_RING_CAPACITY = 64 * 1024
 MONITOR_HZ = 10.0

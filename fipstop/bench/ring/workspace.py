@@ -86,6 +86,8 @@ class Workspace:
         self.tag = f"b{os.getpid()}"
         self.harness: Path | None = None
         self.harness_reason: str | None = None
+        self.harness_so: Path | None = None  # fips_c_so (children.build_harness_so)
+        self.harness_so_reason: str | None = None
         self.build_info: dict[str, Any] = {}
         self.py_reason = python_binding_reason()
         self.rsyslogd = shutil.which("rsyslogd") or next(

@@ -814,6 +814,38 @@ static const xp_scenario R2 = {
     "batch-floor-seq", "a floor refresh inside fips_log_batch stores the seq of a published record (seq_at)",
     1, {"producer"}, {r2_prod}, r2_setup, check_step, r2_finish, teardown};
 
+/* R9. fips_log_batch's span: a batch whose records all fit before the wrap
+ * and below the limit is one claim (P1 over the span, P3 once), the next
+ * batch wraps and refreshes the floor one record at a time; a consumer reads
+ * and a monitor snapshots and taps the records while they are written. */
+static void r9_setup(void)
+{
+    with_pads = 0;
+    world_setup(1, 1, AB, 1);
+    prefill(0, 2); /* head at half the ring, the producer's limit still 0 */
+    drain(0);
+    W.producer_party = 0;
+}
+static void r9_batch(void)
+{
+    static uint8_t b0[MAXREC], b1[MAXREC];
+    const void *bufs[2] = {b0, b1};
+    uint32_t lens[2] = {MAXREC, MAXREC};
+    payload(b0, 0, W.truth[0]);
+    payload(b1, 0, W.truth[0] + 1);
+    int n = fips_log_batch(W.d, bufs, lens, 2);
+    if (n < 0) xp_fail("batch -> %d", n);
+    if (n == 1) xp_fail("batch -> 1: the second record fits whenever the first did (no party frees bytes between)");
+    W.truth[0] += (uint64_t)n;
+    W.drops[0] += 2u - (uint64_t)n;
+}
+static void r9_prod(int self) { (void)self; r9_batch(); r9_batch(); }
+static void r9_a(int self) { (void)self; op_read(0, 4); }
+static void r9_mon(int self) { (void)self; op_tap(0); op_snapshot(); }
+static const xp_scenario R9 = {
+    "batch-span", "fips_log_batch claims the records that fit in one span (P1, P3) while read and tapped",
+    3, {"producer", "A", "monitor"}, {r9_prod, r9_a, r9_mon}, r9_setup, check_step, finish, teardown};
+
 /* R3. monitor-tap with the floor_seq check: floor_seq is stored before floor,
  * and a snapshot that reads floor twice unchanged pairs the old floor with
  * the new floor_seq. */
@@ -997,4 +1029,4 @@ static const xp_scenario O2 = {
     o_teardown};
 
 const xp_scenario *const xp_scenarios[] = {&S1, &S2, &S3, &S4, &S5, &S6, &S7, &S8, &S9, &S10,
-                                           &R1, &R2, &R3, &R4, &R5, &R6, &R7, &R8, &C1, &O1, &O2, NULL};
+                                           &R1, &R2, &R3, &R4, &R5, &R6, &R7, &R8, &R9, &C1, &O1, &O2, NULL};
