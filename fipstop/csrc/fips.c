@@ -569,14 +569,6 @@ struct tls_state {
 #else
 static _Thread_local struct tls_state fips_tls;
 static _Thread_local const void *fips_tls_reader; /* last consumer this thread read */
-/* &fips_tls.r[0], the hot path's ring, in 8 bytes of initial-exec TLS: one
- * %fs-relative load where fips_tls itself, in a shared library, costs a call
- * to __tls_get_addr on every fips_log (~1.5x the records/s through
- * libfips.so at 64 B).  Set on first use by the thread (a signal handler
- * doing the same stores the same value); valid for the thread's life, fork
- * included (the child's thread has the parent's TLS addresses).  8 bytes fit
- * the static TLS glibc keeps for libraries loaded later (dlopen, Python). */
-static _Thread_local struct tls_ring *fips_tls_first __attribute__((tls_model("initial-exec")));
 #endif
 static pthread_key_t fips_tls_key;
 static pthread_once_t fips_once = PTHREAD_ONCE_INIT;
@@ -1787,15 +1779,13 @@ static __attribute__((noinline, cold)) int log_general(fips_domain *d, const voi
  * domain's constants come from the tls_ring. */
 int fips_log(fips_domain *d, const void *buf, uint32_t len)
 {
-#ifdef FIPS_EXPLORE
     struct tls_ring *t = &fips_tls.r[0];
-#else
-    struct tls_ring *t = fips_tls_first;
-    if (__builtin_expect(t == NULL, 0)) fips_tls_first = t = &fips_tls.r[0];
-#endif
-    /* t is opaque from here: without this gcc may recompute it (&fips_tls
-     * is a call to __tls_get_addr in a shared library) at each use after a
-     * call or a fence instead of keeping it in a register. */
+    /* t is opaque from here: without this gcc recomputes &fips_tls (a call
+     * to __tls_get_addr in a shared library) at each use after a fence
+     * instead of keeping t in a register (three calls a record, now one).
+     * Not the initial-exec TLS model, which would save that one: it puts the
+     * whole TLS block of the library in static TLS, and libfips_syslog.so
+     * then fails to dlopen ("cannot allocate memory in static TLS block"). */
     __asm__("" : "+r"(t));
     if (__builtin_expect(t->d != d, 0) || __builtin_expect(len > t->max_record, 0) ||
         __builtin_expect(t->busy, 0) ||

@@ -4,11 +4,10 @@ with the consumer draining, and isolated from it: bench/ring/monitor_ab.c)."""
 
 from __future__ import annotations
 
-import math
 import statistics
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from fipstop.bench.cbuild import FIPS_SRC, build_c, source
 from fipstop.bench.results import output_line
 from fipstop.bench.ring.cases import run_fips
 from fipstop.bench.ring.children import Child, parse_json_lines, run_to_end
+from fipstop.bench.ring.intervals import median_ci
 from fipstop.bench.ring.spec import (
     AB_RING_CAPACITY,
     DISTURBED_WAIT,
@@ -218,16 +218,6 @@ def run_monitor_ab(
         }
     )
     return res
-
-
-def median_ci(values: Sequence[float]) -> tuple[float, float, float]:
-    """Median and a ~95 % distribution-free interval for it: the order
-    statistics at ranks n/2 -+ 0.98 sqrt(n) (binomial, sign-test style)."""
-    v = sorted(values)
-    n = len(v)
-    med = statistics.median(v)
-    k = max(0, int(n / 2 - 0.98 * math.sqrt(n)))
-    return med, v[k], v[min(n - 1, n - 1 - k)]
 
 
 def run_monitor_isolated(shm_dir: Path, pairs: int) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 from fipstop.bench.cbuild import source
 from fipstop.bench.fipsipc_proto import build_program, write_config
 from fipstop.bench.ring.children import Child, run_to_end
-from fipstop.bench.ring.monitors import median_ci
+from fipstop.bench.ring.intervals import median_ci
 from fipstop.bench.ring.spec import CaseResult
 from fipstop.bench.ring.workspace import Workspace
 from fipstop.probes.fipsipc import FipsIpcProbe, ftok, read_sysvipc
