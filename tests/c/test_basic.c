@@ -714,6 +714,44 @@ static void t_batch_laps(void)
     dom_close(d, name);
 }
 
+/* A record too long for the domain inside a batch ends the span: it is
+ * dropped and counted, the records around it are logged, and the one after
+ * it says one record was lost. */
+static void t_batch_oversize(void)
+{
+    const char *name = fresh_name("boversize");
+    fips_domain *d = dom_open(name, 4096, 200, 0, 0);
+    REQUIRE(d);
+    fips_consumer *c = cons_open(d, "r");
+    REQUIRE(c);
+    static uint8_t store[3][300];
+    fill(store[0], 50, 0);
+    fill(store[2], 50, 1);
+    const void *bufs[3] = { store[0], store[1], store[2] };
+    uint32_t lens[3] = { 50, 201, 50 };
+    CHECK_RC(fips_log_batch(d, bufs, lens, 3), 2);
+    snap_t sn;
+    REQUIRE(snap_open(&sn, name) == 0);
+    snap_take(&sn);
+    int ring = fips_producer_ring(d);
+    CHECK_EQ(RING(&sn, ring)->records_committed, 2);
+    CHECK_EQ(RING(&sn, ring)->records_dropped, 1);
+    CHECK_EQ(RING(&sn, ring)->bytes_dropped, 201);
+    snap_close(&sn);
+    gotv_t g = { 0 };
+    CHECK_RC(drain(c, 100, &g, 0), 0);
+    REQUIRE(g.n == 2);
+    CHECK_EQ(g.v[0].seq, 0);
+    CHECK_EQ(g.v[0].lost, 0);
+    CHECK(g.v[0].ok);
+    CHECK_EQ(g.v[1].seq, 1);
+    CHECK_EQ(g.v[1].lost, 1);
+    CHECK(g.v[1].ok);
+    free(g.v);
+    CHECK_RC(fips_consumer_close(c), 0);
+    dom_close(d, name);
+}
+
 static void t_batch_log(void)
 {
     const char *name = fresh_name("batch");
@@ -1878,6 +1916,7 @@ int main(void)
     RUN(t_drop_on_full);
     RUN(t_batch_log);
     RUN(t_batch_laps);
+    RUN(t_batch_oversize);
     RUN(t_two_consumers);
     RUN(t_late_join);
     RUN(t_operator_evict);

@@ -814,15 +814,17 @@ static const xp_scenario R2 = {
     "batch-floor-seq", "a floor refresh inside fips_log_batch stores the seq of a published record (seq_at)",
     1, {"producer"}, {r2_prod}, r2_setup, check_step, r2_finish, teardown};
 
-/* R9. fips_log_batch's span: a batch whose records all fit before the wrap
- * and below the limit is one claim (P1 over the span, P3 once), the next
- * batch wraps and refreshes the floor one record at a time; a consumer reads
- * and a monitor snapshots and taps the records while they are written. */
+/* R9. fips_log_batch's span: the leading records that fit before the wrap
+ * and below the limit are one claim (P1 over the span, P3 once), the rest
+ * one at a time.  The first batch is both: one record in the span (it ends
+ * the buffer), the next starts a lap and refreshes the floor; the second
+ * batch is a span of two.  A consumer reads and a monitor snapshots and taps
+ * the records while they are written. */
 static void r9_setup(void)
 {
     with_pads = 0;
     world_setup(1, 1, AB, 1);
-    prefill(0, 2); /* head at half the ring, the producer's limit still 0 */
+    prefill(0, 3); /* head a record before the buffer end, the producer's limit still 0 */
     drain(0);
     W.producer_party = 0;
 }
