@@ -106,6 +106,26 @@ def _run(ws: Workspace, binary: Path, case: str, size: int, *, sample_hz: float 
     return p, c, None, 1 << exp, times
 
 
+def _ab_pairs(ws: Workspace, binary: Path, pairs: int, size: int, hz: float, *, reader: bool = True,
+              duration: float | None = None) -> tuple[list[float], list[float], str | None]:
+    """``pairs`` AB/BA pairs of fipsipc runs with and without the probe sampling at ``hz``:
+    (records/s with / without per pair, every sample's time in us, None) or ([], [], why a run failed)."""
+    ratios: list[float] = []
+    times: list[float] = []
+    for i in range(pairs):
+        rate: dict[bool, float] = {}
+        for with_probe in ((True, False) if i % 2 == 0 else (False, True)):
+            p, _c, failed, _slots, t = _run(ws, binary, "fipsipc", size, sample_hz=hz if with_probe else 0.0,
+                                            reader=reader, duration=duration)
+            if p is None or not float(p["elapsed_ns"]):
+                return [], [], failed or "no result"
+            rate[with_probe] = int(p["accepted"]) / (float(p["elapsed_ns"]) / 1e9)
+            times.extend(t)
+        if rate[False] > 0:
+            ratios.append(rate[True] / rate[False])
+    return ratios, times, None
+
+
 def run_attach_isolated(ws: Workspace, pairs: int, size: int = 128, hz: float = 10.0,
                         run_s: float = 0.5) -> dict[str, Any]:
     """What fipstop attaching costs the prototype's writer, without a reader's noise: ``pairs``
@@ -116,19 +136,10 @@ def run_attach_isolated(ws: Workspace, pairs: int, size: int = 128, hz: float = 
     binary, why = build_program("fipsipc_bench", (source("ring/fipsipc_bench.c"),))
     if binary is None:
         return {"name": name, "status": "skipped", "skip_reason": why}
-    ratios: list[float] = []
-    samples = 0
-    for i in range(pairs):
-        rate: dict[bool, float] = {}
-        for with_probe in ((True, False) if i % 2 == 0 else (False, True)):
-            p, _c, failed, _slots, t = _run(ws, binary, "fipsipc", size, sample_hz=hz if with_probe else 0.0,
-                                            reader=False, duration=run_s)
-            if p is None or not float(p["elapsed_ns"]):
-                return {"name": name, "status": "error", "skip_reason": failed or "no result"}
-            rate[with_probe] = int(p["accepted"]) / (float(p["elapsed_ns"]) / 1e9)
-            samples += len(t)
-        if rate[False] > 0:
-            ratios.append(rate[True] / rate[False])
+    ratios, times, failed = _ab_pairs(ws, binary, pairs, size, hz, reader=False, duration=run_s)
+    if failed is not None:
+        return {"name": name, "status": "error", "skip_reason": failed}
+    samples = len(times)
     med, lo, hi = median_ci(ratios)
     return {
         "name": name, "status": "ok", "pairs": pairs, "size_bytes": size, "hz": hz, "run_s": run_s,
@@ -167,18 +178,9 @@ def run_attach_ab(ws: Workspace, pairs: int, size: int = 128, hz: float = 10.0) 
     binary, why = build_program("fipsipc_bench", (source("ring/fipsipc_bench.c"),))
     if binary is None:
         return {"name": name, "status": "skipped", "skip_reason": why}
-    ratios: list[float] = []
-    times: list[float] = []
-    for i in range(pairs):
-        rate: dict[bool, float] = {}
-        for with_probe in ((True, False) if i % 2 == 0 else (False, True)):
-            p, _c, failed, _slots, t = _run(ws, binary, "fipsipc", size, sample_hz=hz if with_probe else 0.0)
-            if p is None or not float(p["elapsed_ns"]):
-                return {"name": name, "status": "error", "skip_reason": failed or "no result"}
-            rate[with_probe] = int(p["accepted"]) / (float(p["elapsed_ns"]) / 1e9)
-            times.extend(t)
-        if rate[False] > 0:
-            ratios.append(rate[True] / rate[False])
+    ratios, times, failed = _ab_pairs(ws, binary, pairs, size, hz)
+    if failed is not None:
+        return {"name": name, "status": "error", "skip_reason": failed}
     ratios.sort()
     times.sort()
     med = ratios[len(ratios) // 2] if ratios else None
