@@ -51,6 +51,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ring.add_argument("--rounds", type=int, metavar="N",
                       help="rounds over every case (default 3; 1 with --quick), or of the --against "
                       "comparison (default 7; 3 with --quick)")
+    ring.add_argument("--attach-pairs", type=int, metavar="N",
+                      help="AB/BA pairs of the prototype writer alone, with and without fipstop attached "
+                      "(default 80; 8 with --quick; needs a fipsipc case): more pairs narrow the interval that decides "
+                      "the 1 %% target")
     ring.set_defaults(func=run_ring)
 
     ui = kinds.add_parser(
@@ -147,7 +151,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the input path drops what the IPS banned. Pipelines, each from a cold start: named under `fipstop wrap` "
         "-> `fipstop ips --action nft`; named's query log file -> fail2ban-server (nftables action); the same "
         "file -> crowdsec (offline bind9 collection) -> nft; no IPS. Reports per pipeline the response-rate "
-        "series (a chart here and an SVG/PNG beside the JSON), time to 99 %% and 99.5 %%, mean valid response "
+        "series (a chart here and an SVG/PNG beside the JSON), time to 99 % and 99.5 %, mean valid response "
         "before it, attackers banned, time-to-ban p50/p99/max, records dropped, IPS CPU; for each attack length. "
         "Needs root.",
     )
@@ -186,7 +190,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run a contended C producer (threads logging through libfips under one mutex) with no "
         "profiler, with the procfs ThreadSampler and with the bpf profiler at their defaults, and a Python "
         "producer (fipstop._fips) with and without py-spy, in alternating rounds; report throughput ratios "
-        "with a 95 %% confidence interval (target: each drop <= 5 %%).",
+        "with a 95 % confidence interval (target: each drop <= 5 %).",
     )
     prof.add_argument("--json", action="store_true", help="print the result as JSON")
     prof.add_argument("--quick", action="store_true", help="short run: 1 s per run, 2 rounds")
@@ -247,8 +251,15 @@ def run_ring(args: argparse.Namespace) -> int:
             raise FipsError(f"--sizes {escape_text(args.sizes)!r}: sizes must be 32..65535 bytes")
     if args.rounds is not None and args.rounds < 1:
         raise FipsError(f"bench ring: --rounds must be at least 1, not {args.rounds}")
+    if args.attach_pairs is not None:
+        # 6 pairs at least: below that the order-statistic "~95 %" interval of the median is not one
+        if not 6 <= args.attach_pairs <= 10000:
+            raise FipsError(f"bench ring: --attach-pairs must be 6..10000, not {args.attach_pairs}")
+        if args.against or (cases and not {"fipsipc", "fipsipc_batch"} & set(cases)):
+            raise FipsError("bench ring: --attach-pairs needs the prototype cases (fipsipc or fipsipc_batch) "
+                            "and no --against")
     return main(RingConfig(_output(args, _RING_ENV), quick=args.quick, shm_dir=args.shm_dir, reps=args.rounds,
-                           against=args.against, cases=cases, sizes=sizes))
+                           against=args.against, cases=cases, sizes=sizes, attach_pairs=args.attach_pairs))
 
 
 def run_ui(args: argparse.Namespace) -> int:

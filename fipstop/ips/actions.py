@@ -33,6 +33,8 @@ class BanJob:
     errors: list[str] = field(default_factory=list)
     #: the failure's data ((name, value) pairs: user, ...), carried into the ban event
     data: tuple[tuple[str, str], ...] | None = None
+    #: when the reader handed the trigger to the engine (wall clock ns; 0: not known): splits the reaction
+    queued_ns: int = 0
 
     @property
     def family(self) -> str:

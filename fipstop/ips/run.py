@@ -178,6 +178,9 @@ class Engine:
         self.q = JobQueue()
         self.ttb = LatencyWindow()
         self.reaction = LatencyWindow()
+        # the reaction in two parts, to tell a reader that falls behind from an action that is slow
+        self.reaction_read = LatencyWindow()
+        self.reaction_action = LatencyWindow()
         self.bans = self.unbans = self.bans_failed = self.duplicates = 0
         # per jail: [bans, in force, failed], for the tally the bans probe reads
         self.per_jail: dict[str, list[int]] = {s.name: [0, 0, 0] for s in specs}
@@ -206,30 +209,37 @@ class Engine:
     def triggers(self, trig: list[tuple[str, str, int, int, int, tuple | None]]) -> None:
         """Ban triggers (jail, ip, first_ns, trigger_ns, hits, data) from a reader thread."""
         if self.inline:
-            self._banned(trig, time.time_ns())
+            now_ns = time.time_ns()
+            self._banned(trig, now_ns, [now_ns] * len(trig))
             return
         # in slices of one batch: the workers start on the first while the rest are made
         for k in range(0, len(trig), BATCH_MAX):
             jobs = []
             with self.lock:
+                # the hand-off: after the lock (a wait for it is the reader's, not the action's)
+                now_ns = time.time_ns()
                 for jail, ip, first_ns, trigger_ns, hits, data in trig[k:k + BATCH_MAX]:
                     key = (jail, ip)
                     if key in self.active or key in self.pending:
                         self.duplicates += 1
                         continue
                     self.pending.add(key)
-                    jobs.append(BanJob(jail, ip, first_ns, trigger_ns, hits, self.bantime[jail], data=data))
+                    jobs.append(BanJob(jail, ip, first_ns, trigger_ns, hits, self.bantime[jail], data=data,
+                                       queued_ns=now_ns))
             self.q.put_many(jobs)
 
-    def _banned(self, trig: list[tuple[str, str, int, int, int, tuple | None]], now_ns: int) -> None:
-        """Bans that took effect at now_ns: bookkeeping, events, log (batched; ~2 µs a ban)."""
+    def _banned(self, trig: list[tuple[str, str, int, int, int, tuple | None]], now_ns: int,
+                queued: list[int]) -> None:
+        """Bans that took effect at now_ns: bookkeeping, events, log (batched; ~2 µs a ban).
+        ``queued[i]``: when trig[i] was handed to the engine (0: not known, left out of the split)."""
         mono = time.monotonic()
         with self.lock:
             active, pending = self.active, self.pending
             if pending:
                 for t in trig:
                     pending.discard((t[0], t[1]))
-            fresh = [t for t in trig if (t[0], t[1]) not in active]
+            keep = [(t, q) for t, q in zip(trig, queued, strict=True) if (t[0], t[1]) not in active]
+            fresh = [t for t, _q in keep]
             self.duplicates += len(trig) - len(fresh)
             if not fresh:
                 return
@@ -244,6 +254,10 @@ class Engine:
                     self.expiry[t[0]].append((mono + self.bantime[t[0]], t[1], now_ns))
             self.ttb.add_many([(now_ns - t[2]) * 1e-6 for t in fresh])
             self.reaction.add_many([(now_ns - t[3]) * 1e-6 for t in fresh])
+            # a part that comes out negative (the wall clock stepped) is unknown: left out, not a 0
+            split = [(q - t[3], now_ns - q) for t, q in keep if q and t[3] <= q <= now_ns]
+            self.reaction_read.add_many([a * 1e-6 for a, _b in split])
+            self.reaction_action.add_many([b * 1e-6 for _a, b in split])
             self.bans += len(fresh)
             if len(self.per_jail) == 1:
                 (c,) = self.per_jail.values()
@@ -340,7 +354,8 @@ class Engine:
             else:
                 self._unbanned([(job.jail, job.ip)], now_ns, res)
         if ok_bans:
-            self._banned([(j.jail, j.ip, j.first_ns, j.trigger_ns, j.hits, j.data) for j in ok_bans], now_ns)
+            self._banned([(j.jail, j.ip, j.first_ns, j.trigger_ns, j.hits, j.data) for j in ok_bans], now_ns,
+                         [j.queued_ns for j in ok_bans])
         if ok_unbans:
             self._unbanned([(j.jail, j.ip) for j in ok_unbans], now_ns, OK)
 
@@ -815,6 +830,7 @@ class Ips:
             active, pending = len(e.active), len(e.pending)
             counters = (e.bans, e.unbans, e.bans_failed, e.duplicates, e.failures, e.retried, e.last_error)
             ttb, reaction = e.ttb.percentiles(), e.reaction.percentiles()
+            read_part, action_part = e.reaction_read.percentiles(), e.reaction_action.percentiles()
         bans, unbans, failed, dups, failures, retried, last_error = counters
         now_ns = time.time_ns()
         return IpsStats(
@@ -831,7 +847,7 @@ class Ips:
             **self._range_totals(), domain_truncations=self.truncations, domain_reopens=self.reopens,
             findings=tuple(self.findings), control=self.control_path,
             time_to_ban_ms=ttb,
-            reaction_ms=reaction,
+            reaction_ms=reaction, reaction_read_ms=read_part, reaction_action_ms=action_part,
             jails={s.name: JailStats(matched=js[s.name]["matched"], ignored=js[s.name]["ignored"],
                                      not_ip=js[s.name]["not_ip"], dns=js[s.name]["dns"], nofail=js[s.name]["nofail"],
                                      pending=js[s.name]["pending"], bans=js[s.name]["bans"],

@@ -23,6 +23,12 @@ start; times in the field's unit):
     control             the control socket's path ("" when none; fipstop/ips/control.py)
     time_to_ban_ms      {count, p50, p90, p99, max}  first offending record -> ban
     reaction_ms         {count, p50, p90, p99, max}  record that crossed maxretry -> ban
+    reaction_read_ms    {count, p50, p90, p99, max}  the first part of it: that record -> read, matched
+                        and handed to the ban engine (the consumer's lag, the matching, the wait for the
+                        engine's lock)
+    reaction_action_ms  {count, p50, p90, p99, max}  the second part: handed to the engine -> ban in force
+                        (the wait in the action queue, the action's own run, retries' back-off); a ban
+                        whose parts come out negative (the wall clock stepped) is in neither part
     jails               {NAME: {matched, ignored, not_ip, dns, nofail, pending, bans, tracked, evictions,
                                 sessions, maxretry, findtime_s, bantime_s, mode, failregex_hits}}
 
@@ -117,6 +123,8 @@ class IpsStats:
     control: str = ""
     time_to_ban_ms: Percentiles = field(default_factory=Percentiles)
     reaction_ms: Percentiles = field(default_factory=Percentiles)
+    reaction_read_ms: Percentiles = field(default_factory=Percentiles)
+    reaction_action_ms: Percentiles = field(default_factory=Percentiles)
     jails: dict[str, JailStats] = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -130,7 +138,7 @@ def read_stats(path: str | Path) -> IpsStats:
         raise ValueError(f"{path}: not a fipstop ips stats file (v={d.get('v') if isinstance(d, dict) else None})")
     names = set(IpsStats.__dataclass_fields__)
     kw = {k: v for k, v in d.items() if k in names}
-    for k in ("time_to_ban_ms", "reaction_ms"):
+    for k in ("time_to_ban_ms", "reaction_ms", "reaction_read_ms", "reaction_action_ms"):
         if isinstance(kw.get(k), dict):
             kw[k] = Percentiles(**{a: b for a, b in kw[k].items() if a in Percentiles.__dataclass_fields__})
     kw["findings"] = tuple(str(x) for x in kw.get("findings") or ())

@@ -115,6 +115,21 @@ def test_report_table_and_chart_show_the_figures():
     assert "target t: >= 5x, measured -: n/a (n)" in text
 
 
+def test_report_shows_the_ips_reaction_split_and_dashes_without_it():
+    """The two parts of fipstop ips's reaction come from its stats file; a run without them (an older JSON, an
+    IPS that tells none) shows "-", never a 0."""
+    doc = _doc()
+    doc["runs"]["3s"]["fips"]["ips_stats"] = {"reaction_read_ms": {"count": 4, "p99": 12.5},
+                                              "reaction_action_ms": {"count": 0, "p99": 0.0}}
+    lines = report.render_table(doc).splitlines()
+    read = next(ln for ln in lines if "its part: record -> read by the IPS" in ln)
+    act = next(ln for ln in lines if "its part: handed to the action" in ln)
+    whole = next(ln for ln in lines if "fipstop ips's own stats: reaction p99" in ln)
+    assert whole.split()[-2:] == ["-", "failed"]  # no reaction_ms in these stats
+    assert read.split()[-3:] == ["12.5", "ms", "failed"]  # fips, then the failed fail2ban column
+    assert act.split()[-2:] == ["-", "failed"]
+
+
 def test_svg_has_one_polyline_per_series_and_escapes_labels(tmp_path):
     doc = _doc()
     doc["runs"]["3s"]["fips"]["label"] = "a<b"

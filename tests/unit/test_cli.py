@@ -159,7 +159,10 @@ def test_every_command_has_a_help_that_formats() -> None:
     names = {p for p, _ in parsers}
     assert {"fipstop check", "fipstop bench ring", "fipstop ips", "fipstop replay"} <= names
     for path, parser in parsers:
-        assert parser.format_help().startswith(f"usage: {path}"), path
+        text = parser.format_help()
+        assert text.startswith(f"usage: {path}"), path
+        # argparse %-formats argument help, never a description: a "%%" there is printed as is
+        assert "%%" not in text, path
 
 
 def test_every_command_has_help_and_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -172,3 +175,18 @@ def test_every_command_has_help_and_version(capsys: pytest.CaptureFixture[str]) 
         assert capsys.readouterr().out.startswith(f"usage: {path}"), path
         assert cli.main([*argv, "--version"]) == 0, path
         assert capsys.readouterr().out.strip().endswith(__version__), path
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--attach-pairs", "5"], "--attach-pairs must be 6..10000, not 5"),
+    (["--attach-pairs", "40", "--cases", "fips_c"], "--attach-pairs needs the prototype cases"),
+    (["--attach-pairs", "40", "--against", "HEAD"], "--attach-pairs needs the prototype cases"),
+    (["--rounds", "0"], "--rounds must be at least 1, not 0"),
+    (["--cases", "nope"], "--cases 'nope': not a case"),
+    (["--sizes", "12"], "--sizes '12': sizes must be 32..65535 bytes"),
+])
+def test_bench_ring_bad_options_are_one_line_errors(argv, says, capsys: pytest.CaptureFixture[str]) -> None:
+    """Checked before anything is built or run."""
+    assert cli.main(["bench", "ring", *argv]) != 0
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1 and "Traceback" not in err

@@ -213,7 +213,7 @@ def test_stats_file_roundtrip(tmp_path: Path) -> None:
         w.add(v)
     p = w.percentiles()
     assert p.count == 4 and p.max == 100.0 and 1.9 <= p.p50 <= 2.05 and p.p99 == 100.0
-    s = IpsStats(pid=1, records=10, time_to_ban_ms=p)
+    s = IpsStats(pid=1, records=10, time_to_ban_ms=p, reaction_read_ms=p, reaction_action_ms=w.percentiles())
     path = tmp_path / "s.json"
     write_atomic(path, s.to_json())
     assert read_stats(path) == s
@@ -263,3 +263,68 @@ def test_job_queue_batches_and_stops() -> None:
     assert q.get_batch(4) == jobs[:4] and q.qsize() == 8
     assert q.get_batch(100) == jobs[4:]  # stops at a stop, leaves it
     assert q.get_batch(100) is None and q.get_batch(1) is None and q.qsize() == 0
+
+
+class Slow(Flaky):
+    """Succeeds after `delay` seconds: an action (an nft transaction, a firewall API) that takes its time."""
+
+    name = "slow"
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(fail=0)
+        self.delay = delay
+
+    def ban(self, jobs):
+        time.sleep(self.delay)
+        return super().ban(jobs)
+
+
+def test_reaction_is_split_into_reading_and_acting() -> None:
+    """The oracle: the trigger's record is 40 ms old when the reader hands it over and the action takes 250 ms,
+    so the read part is >= 40 ms, the action part >= 250 ms, and the whole reaction both (histograms within 2 %)."""
+    e, _pub, _ = engine(Slow(0.25))
+    try:
+        now = time.time_ns()
+        e.triggers([("named-refused", "10.0.0.7", now - 90_000_000, now - 40_000_000, 5, None)])
+        assert wait_for(lambda: e.bans == 1)
+        read, act, whole = e.reaction_read.percentiles(), e.reaction_action.percentiles(), e.reaction.percentiles()
+        assert read.count == act.count == whole.count == 1
+        assert read.p50 >= 40 * 0.98 and act.p50 >= 250 * 0.98 and whole.p50 >= 290 * 0.98
+        # one ban: the maxima are its exact values (rounded to µs), and the two parts make the whole
+        assert abs(read.max + act.max - whole.max) <= 0.002
+    finally:
+        e.stop()
+
+
+def test_a_retried_ban_keeps_its_hand_off_time() -> None:
+    """The back-off between attempts belongs to the action part: a ban that failed twice (10 + 20 ms of
+    back-off here) has an action part of at least 30 ms."""
+    e, _pub, _ = engine(Flaky(fail=2))
+    try:
+        now = time.time_ns()
+        e.triggers([("named-refused", "10.0.0.6", now - 9_000_000, now - 1_000_000, 5, None)])
+        assert wait_for(lambda: (e.tick(), e.bans == 1)[1])
+        act, whole = e.reaction_action.percentiles(), e.reaction.percentiles()
+        assert act.count == 1 and act.max >= 30 * 0.98 and whole.max >= act.max
+    finally:
+        e.stop()
+
+
+def test_a_wall_clock_step_leaves_the_split_unknown_not_zero() -> None:
+    """A trigger stamped after the hand-off (the clock stepped back): neither part gets a sample (no 0 ms in
+    either); the ban itself is made and counted."""
+    e, _pub, _ = engine(DryRun())
+    future = time.time_ns() + 10_000_000_000
+    e.triggers([("named-refused", "10.0.0.5", future, future, 5, None)])
+    assert e.bans == 1 and e.reaction.count == 1
+    assert e.reaction_read.count == e.reaction_action.count == 0
+
+
+def test_inline_dry_run_has_no_action_part() -> None:
+    """Dry-run bans where the reader hands them over: the whole reaction is the read part, the action part is 0."""
+    e, _pub, _ = engine(DryRun())
+    now = time.time_ns()
+    e.triggers([("named-refused", "10.0.0.8", now - 90_000_000, now - 40_000_000, 5, None)])
+    read, act = e.reaction_read.percentiles(), e.reaction_action.percentiles()
+    assert read.count == act.count == 1 and read.p50 >= 40 * 0.98 and act.max == 0.0
+    assert read.max == e.reaction.percentiles().max

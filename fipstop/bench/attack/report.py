@@ -45,6 +45,13 @@ def _read(r: dict[str, Any]) -> Any:
     return (r.get("crowdsec") or {}).get("lines_read")
 
 
+def _split(r: dict[str, Any], key: str) -> str:
+    """fipstop ips's own reaction, or a part of it (its stats: record timestamp -> the action returned,
+    within 2 %; p99s of the parts do not add up to the whole's); "-" for an IPS that tells none."""
+    p = ((r.get("ips_stats") or {}).get(key) or {})
+    return _fmt(p.get("p99"), " ms") if p.get("count") else "-"
+
+
 def _est(r: dict[str, Any]) -> str:
     v = r.get("all_banned_estimate_s")
     if v is None:
@@ -75,6 +82,9 @@ def table(key: str, runs: dict[str, Any], ratios: dict[str, Any]) -> str:
     for q in ("p50", "p99", "max"):
         row(f"time-to-ban {q} (first line -> ban)", lambda r, q=q: _fmt((r.get("ttb_ms") or {}).get(q), " ms"))
     row("reaction p99 (maxretry-th line -> ban)", lambda r: _fmt((r.get("reaction_ms") or {}).get("p99"), " ms"))
+    row("fipstop ips's own stats: reaction p99", lambda r: _split(r, "reaction_ms"))
+    row("  its part: record -> read by the IPS, p99", lambda r: _split(r, "reaction_read_ms"))
+    row("  its part: handed to the action -> in force, p99", lambda r: _split(r, "reaction_action_ms"))
     row("attack queries named logged / sent", lambda r: _pct(r.get("attack_lines_logged_share")))
     row("log records the IPS read", lambda r: _fmt(_read(r)))
     row("records dropped (logging path)", lambda r: _fmt(r.get("records_dropped")))

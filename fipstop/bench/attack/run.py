@@ -446,7 +446,8 @@ class Bench:
         except (OSError, ValueError):
             st = {}
         out["ips_stats"] = {k: st.get(k) for k in ("records", "matched", "lost", "bans", "bans_failed",
-                                                   "events_dropped", "action", "action_failures")}
+                                                   "events_dropped", "action", "action_failures", "reaction_ms",
+                                                   "reaction_read_ms", "reaction_action_ms")}
         m = st.get("matched")
         out["attack_lines_logged"] = m if isinstance(m, int) else None
         return out

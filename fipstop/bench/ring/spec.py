@@ -69,6 +69,7 @@ class RingConfig:
     reps: int | None = None
     nice: int | None = None
     against: str | None = None  # a git rev: only the A/B of fips_c against that revision's libfips (against.py)
+    attach_pairs: int | None = None  # AB/BA pairs of proto.run_attach_isolated (None: 80, --quick 8; >= 6)
 
 
 @dataclass(frozen=True)
