@@ -165,6 +165,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     atk.add_argument("--keep", action="store_true", help="keep the temp dir (configs, logs) for inspection")
     atk.add_argument("--nft-via", choices=("auto", "lib", "exec"), default="auto",
                      help="the FIPS pipeline's `fipstop ips --nft-via` (default auto: libnftables)")
+    atk.add_argument("--ips-rt", type=int, metavar="PRIO",
+                     help="run every IPS (fipstop ips; fail2ban-server; crowdsec and its bouncer) under "
+                     "SCHED_FIFO PRIO (`chrt -f PRIO`, 1..99): the kernel then never preempts them for named or "
+                     "the load generators (default: the normal scheduler)")
     atk.set_defaults(func=run_attack)
 
     nftb = kinds.add_parser(
@@ -325,9 +329,11 @@ def run_attack(args: argparse.Namespace) -> int:
         lengths = tuple(float(x) for x in _names(args.lengths))
     except ValueError:
         raise FipsError(f"--lengths {escape_text(args.lengths)!r}: give seconds, e.g. 30,60") from None
+    if args.ips_rt is not None and not 1 <= args.ips_rt <= 99:
+        raise FipsError(f"bench attack: --ips-rt must be a SCHED_FIFO priority 1..99, not {args.ips_rt}")
     return main(AttackConfig(_output(args), quick=args.quick, attackers_log2=args.attackers_log2, rate=args.rate,
                              lengths=lengths, pipelines=_names(args.pipelines), keep=args.keep,
-                             nft_via=args.nft_via))
+                             nft_via=args.nft_via, ips_rt=args.ips_rt))
 
 
 def run_nft(args: argparse.Namespace) -> int:

@@ -139,6 +139,9 @@ def test_svg_has_one_polyline_per_series_and_escapes_labels(tmp_path):
     p.write_text(json.dumps(doc))
     written = plot.write(doc, p)
     assert written[0].read_text() == svg
+    assert "every IPS" not in svg
+    doc["params"]["ips_scheduling"] = "SCHED_FIFO 10 (chrt -f) for fipstop ips, fail2ban-server, crowdsec and ..."
+    assert "every IPS SCHED_FIFO 10; " not in plot.svg(doc) and "every IPS SCHED_FIFO 10<" in plot.svg(doc)
 
 
 def test_ban_figures_from_known_ban_times():

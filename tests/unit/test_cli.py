@@ -190,3 +190,10 @@ def test_bench_ring_bad_options_are_one_line_errors(argv, says, capsys: pytest.C
     assert cli.main(["bench", "ring", *argv]) != 0
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("prio", ["0", "100"])
+def test_bench_attack_ips_rt_must_be_a_fifo_priority(prio, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["bench", "attack", "--ips-rt", prio]) != 0
+    err = capsys.readouterr().err
+    assert f"--ips-rt must be a SCHED_FIFO priority 1..99, not {prio}" in err and err.count("\n") == 1

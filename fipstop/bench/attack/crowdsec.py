@@ -202,8 +202,9 @@ on_success: break
 class CrowdSec:
     """crowdsec + the firewall bouncer in the server namespace, and the set poller."""
 
-    def __init__(self, net: Topology, d: Path, logpath: Path, maxretry: int) -> None:
+    def __init__(self, net: Topology, d: Path, logpath: Path, maxretry: int, prefix: list[str] | None = None) -> None:
         self.net, self.d, self.logpath = net, d, logpath
+        self.prefix = list(prefix or ())  # e.g. chrt -f PRIO: how the bench runs every IPS
         self.maxretry = maxretry  # the scenario's own capacity decides; kept for the record
         self.procs: list[subprocess.Popen] = []
         self.seen: dict[str, int] = {}
@@ -237,7 +238,7 @@ class CrowdSec:
             raise RuntimeError(f"cscli bouncers add: {(r.stderr or r.stdout).strip()[-200:]}")
         (self.d / "bouncer.yaml").write_text(bouncer_yaml(self.d, key))
         with open(self.d / "crowdsec.out", "wb") as out:
-            self.procs.append(popen(self.net.in_server(["crowdsec", "-c", str(cfg), "-no-capi", "-info"]),
+            self.procs.append(popen(self.net.in_server([*self.prefix, "crowdsec", "-c", str(cfg), "-no-capi", "-info"]),
                                                stdin=subprocess.DEVNULL, stdout=out, stderr=out))
         deadline = time.monotonic() + 60
         while True:
@@ -249,7 +250,7 @@ class CrowdSec:
                 raise RuntimeError(f"crowdsec's local API not up after 60 s: {self._tail('crowdsec.out')}")
             time.sleep(0.3)
         with open(self.d / "bouncer.out", "wb") as out:
-            self.procs.append(popen(self.net.in_server(["crowdsec-firewall-bouncer", "-c",
+            self.procs.append(popen(self.net.in_server([*self.prefix, "crowdsec-firewall-bouncer", "-c",
                                                                    str(self.d / "bouncer.yaml")]),
                                                stdin=subprocess.DEVNULL, stdout=out, stderr=out))
         deadline = time.monotonic() + 30

@@ -91,6 +91,9 @@ def svg(doc: dict[str, Any]) -> str:
     foot = (f"{p.get('attackers')} spoofed attackers at {p.get('attack_rate_qps', 0):,.0f} q/s, valid clients "
             f"{p.get('valid_qps', 0):,.0f} q/s, bins of {p.get('bin_ms')} ms; {doc.get('date', '')}, load "
             f"{_load(doc)}")
+    sched = str(p.get("ips_scheduling") or "")
+    if sched.startswith("SCHED_FIFO"):  # a chart of real-time IPSs must say so: it is not the default set-up
+        foot += f"; every IPS {sched.split(' (')[0]}"
     body.append(f'<text x="{ML}" y="{height - 10}" font-size="11" fill="#555">{escape(foot)}</text>')
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" '
             f'viewBox="0 0 {W} {height}" font-family="sans-serif">\n<rect width="100%" height="100%" fill="white"/>\n'

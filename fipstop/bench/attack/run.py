@@ -113,6 +113,7 @@ class AttackConfig:
     pipelines: tuple[str, ...] = ()
     keep: bool = False
     nft_via: str = "auto"  # the FIPS pipeline's `fipstop ips --nft-via`
+    ips_rt: int | None = None  # every IPS process under SCHED_FIFO of this priority (chrt -f); None: SCHED_OTHER
     chart: bool = True  # draw the chart in the terminal (plotext) after the table
 
 
@@ -130,6 +131,8 @@ class Bench:
     def __init__(self, config: AttackConfig) -> None:
         self.config = config
         self.quick = config.quick
+        #: what every IPS's command starts with: threads inherit the policy, so the whole process is real-time
+        self.ips_prefix: list[str] = [] if config.ips_rt is None else ["chrt", "-f", str(int(config.ips_rt))]
         k = config.attackers_log2
         self.log2 = int(k if k is not None else (QUICK_LOG2 if self.quick else DEFAULT_LOG2))
         if not 0 <= self.log2 <= 20:
@@ -263,7 +266,8 @@ class Bench:
                 self._wait_named(named, d)
                 stats = d / "ips-stats.json"
                 ips = self._spawn(run, self.net.in_server([
-                    sys.executable, "-m", "fipstop", "--shm-dir", str(self.shm), "ips", "--domain", domain,
+                    *self.ips_prefix, sys.executable, "-m", "fipstop", "--shm-dir", str(self.shm), "ips",
+                    "--domain", domain,
                     "--consumer", "ips-attack", "--jail", "named-refused", "--maxretry", str(MAXRETRY),
                     "--findtime", "600", "--bantime", "3600", "--ignoreself", "no", "--ignoreip", VALID_NET,
                     "--no-ranges", "--max-tracked", str(max(100000, 2 * self.attackers)),
@@ -280,14 +284,15 @@ class Bench:
                     marks.touch()
                     f2b.write_config(cfg, d / "query.log", marks, MAXRETRY)
                     srv = self._spawn(run, self.net.in_server([
-                        self._which("fail2ban-server"), "-f", "-x", "-c", str(cfg), "-s", str(cfg / "fail2ban.sock"),
-                        "-p", str(cfg / "fail2ban.pid")]), d / "fail2ban.out")
+                        *self.ips_prefix, self._which("fail2ban-server"), "-f", "-x", "-c", str(cfg), "-s",
+                        str(cfg / "fail2ban.sock"), "-p", str(cfg / "fail2ban.pid")]), d / "fail2ban.out")
                     self._wait_fail2ban(srv, cfg)
                     run.ips_pid = srv.pid
                 elif pipeline == "crowdsec":
                     from fipstop.bench.attack import crowdsec
 
-                    cs = crowdsec.CrowdSec(self.net, d / "crowdsec", d / "query.log", MAXRETRY)
+                    cs = crowdsec.CrowdSec(self.net, d / "crowdsec", d / "query.log", MAXRETRY,
+                                           prefix=self.ips_prefix)
                     run.cleanup.insert(0, cs.stop)
                     cs.start()
                     run.ips_pid = cs.pid
@@ -506,7 +511,10 @@ class Bench:
                 "fail2ban": "fail2ban-server -f -x -c DIR (backend polling, filter named-refused, "
                             "action nftables[type=allports, blocktype=drop] + a timestamp)",
                 "crowdsec": "crowdsec -c OWN.yaml (file acquisition, mstilkerich/bind9, LAPI 127.0.0.1, no CAPI) "
-                            "-> decisions -> nft"}
+                            "-> decisions -> nft",
+                "ips_scheduling": ("SCHED_OTHER (the normal scheduler)" if self.config.ips_rt is None else
+                                   f"SCHED_FIFO {self.config.ips_rt} (chrt -f) for fipstop ips, fail2ban-server, "
+                                   "crowdsec and crowdsec-firewall-bouncer")}
 
     def document(self, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
         ratios: dict[str, dict[str, Any]] = {}
