@@ -167,6 +167,24 @@ def test_ban_figures_from_known_ban_times():
         b.cleanup()
 
 
+def test_real_time_ipss_are_said_in_every_verdict():
+    """--ips-rt runs every IPS under SCHED_FIFO: each target of such a run says so (its verdict is not one of the
+    default set-up), and the params name the policy; a default run's targets say nothing of it."""
+    from fipstop.bench.attack.run import AttackConfig, Bench
+
+    fips = {"attackers_banned": 4, "records_dropped": 0, "reaction_ms": {"p99": 5.0}, "ttb_ms": {"p99": 9.0},
+            "attack_length_s": 3.0, "time_to_99_5_s": 1.0}
+    for rt in (None, 10):
+        b = Bench(AttackConfig(attackers_log2=2, ips_rt=rt))
+        try:
+            doc = b.document({"3s": {"fips": fips}})
+        finally:
+            b.cleanup()
+        notes = [t.get("note") or "" for t in doc["targets"]]
+        assert notes and all(("every IPS SCHED_FIFO 10" in n) == (rt == 10) for n in notes)
+        assert doc["params"]["ips_scheduling"].startswith("SCHED_FIFO 10" if rt else "SCHED_OTHER")
+
+
 def test_bad_options_are_one_line_errors():
     import pytest
 

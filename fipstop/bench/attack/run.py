@@ -558,6 +558,9 @@ class Bench:
                      "target": f"<= {TARGET_TTB_P99_MS:g} ms", "measured": react,
                      "ok": None if react is None else react <= TARGET_TTB_P99_MS},
                 ]
+        if self.config.ips_rt is not None:  # a verdict of real-time IPSs is not one of the default set-up
+            for t in targets:
+                t["note"] = "; ".join(x for x in (t.get("note"), f"every IPS SCHED_FIFO {self.config.ips_rt}") if x)
         return {"schema": SCHEMA, "kind": "attack", "command": self.config.output.command,
                 "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "machine": machine_info(),
                 "params": self.params(), "runs": runs, "ratios": ratios, "targets": targets}
