@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 STATS_VERSION = 1
@@ -131,6 +131,10 @@ class IpsStats:
         return json.dumps(asdict(self), separators=(",", ":"))
 
 
+#: the fields that hold latency percentiles (a JSON object each), found from the dataclass, not listed again
+_PERCENTILE_FIELDS = tuple(f.name for f in fields(IpsStats) if f.default_factory is Percentiles)
+
+
 def read_stats(path: str | Path) -> IpsStats:
     """Load a ``--stats-json`` file (unknown keys are ignored: newer writers may add fields)."""
     d = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -138,7 +142,7 @@ def read_stats(path: str | Path) -> IpsStats:
         raise ValueError(f"{path}: not a fipstop ips stats file (v={d.get('v') if isinstance(d, dict) else None})")
     names = set(IpsStats.__dataclass_fields__)
     kw = {k: v for k, v in d.items() if k in names}
-    for k in ("time_to_ban_ms", "reaction_ms", "reaction_read_ms", "reaction_action_ms"):
+    for k in _PERCENTILE_FIELDS:
         if isinstance(kw.get(k), dict):
             kw[k] = Percentiles(**{a: b for a, b in kw[k].items() if a in Percentiles.__dataclass_fields__})
     kw["findings"] = tuple(str(x) for x in kw.get("findings") or ())

@@ -95,9 +95,7 @@ def run(ws: Workspace) -> dict[str, Any]:
         attach = run_attach_ab(ws, ws.ab_pairs)
         monitor.append(attach)
         log("fipstop attached to the FIPS paper's prototype, isolated from the reader ...")
-        pairs = ws.config.attach_pairs or (2 if ws.tiny else (8 if ws.quick else 80))
-        attach_iso = run_attach_isolated(ws, pairs,
-                                         run_s=0.2 if ws.tiny or ws.quick else 0.5)
+        attach_iso = run_attach_isolated(ws, ws.attach_pairs, run_s=0.2 if ws.tiny or ws.quick else 0.5)
         monitor.append(attach_iso)
         extra = proto_targets(results, attach, attach_iso)
     return {

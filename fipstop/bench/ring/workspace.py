@@ -52,6 +52,8 @@ class Workspace:
         self.sizes = tuple(config.sizes) if config.sizes else SIZES
         # A/B monitor runs: many short interleaved pairs beat bursty noise better than few long ones
         self.ab_pairs = 2 if self.tiny else (4 if self.quick else 8)
+        # the prototype's writer alone (proto.run_attach_isolated): --attach-pairs, else by the run's length
+        self.attach_pairs = config.attach_pairs or (2 if self.tiny else (8 if self.quick else 80))
         self.ab_duration = self.duration if (self.quick or self.tiny) else max(0.3, self.duration / 2)
         self.snap_iters = 50 if self.tiny else (300 if self.quick else 2000)
         self.ring_capacity = RING_CAPACITY
