@@ -252,8 +252,10 @@ class Engine:
             else:
                 for t in fresh:
                     self.expiry[t[0]].append((mono + self.bantime[t[0]], t[1], now_ns))
-            self.ttb.add_many([(now_ns - t[2]) * 1e-6 for t in fresh])
-            self.reaction.add_many([(now_ns - t[3]) * 1e-6 for t in fresh])
+            # a latency that comes out negative (the wall clock stepped back) is unknown: left out of
+            # its histogram (whose count then says fewer than bans), never counted as ~0 ms
+            self.ttb.add_many([(now_ns - t[2]) * 1e-6 for t in fresh if t[2] <= now_ns])
+            self.reaction.add_many([(now_ns - t[3]) * 1e-6 for t in fresh if t[3] <= now_ns])
             # a part that comes out negative (the wall clock stepped) is unknown: left out, not a 0
             split = [(q - t[3], now_ns - q) for t, q in keep if q and t[3] <= q <= now_ns]
             self.reaction_read.add_many([a * 1e-6 for a, _b in split])

@@ -69,6 +69,11 @@ CAP = 64 << 10
 GRACE_S = 1.0
 STOP_AT_S = 2.5
 HELD_S = 3.0  # the stopped consumer is continued this long after it stopped
+#: a consumer's heartbeat period (HB_EVERY_NS in fips.c): its last heartbeat before it stopped is up
+#: to this much older than its stop report, so the grace may run out this much before stop + GRACE_S
+HB_PERIOD_S = 0.1
+#: the earliest a held consumer may be evicted, after its stop report (margin: the 2 ms nap of its loop)
+EVICTABLE_AFTER_S = GRACE_S - HB_PERIOD_S - 0.01
 KILL_AT_S = 5.0  # the restarter is killed (SIGKILL) this long after the first sample
 RESTART_AFTER_S = 1.0  # and started again under its name this long after
 THREADS = [{"name": "resolver-0", "rate": 1500, "stop_s": 9.0},
@@ -325,13 +330,17 @@ def check_counts_and_rates(frames, truth: Truth) -> None:
             assert lo <= int(r["records_committed"]) <= hi, (th.name, "committed", lo, int(r["records_committed"]), hi)
             dlo, dhi = th.dropped_by(t - CLOCK_NS), th.dropped_upto(t + CLOCK_NS)
             assert dlo <= int(r["records_dropped"]) <= dhi, (th.name, "dropped", dlo, int(r["records_dropped"]), dhi)
-            if prev is not None and r["rates_valid"] and s.dt_s > 0.2:
-                t0 = t - int(s.dt_s * 1e9)
-                lo_r = (th.committed_by(t - CLOCK_NS) - th.committed_upto(t0 + CLOCK_NS)) / s.dt_s
-                hi_r = (th.committed_upto(t + CLOCK_NS) - th.committed_by(t0 - CLOCK_NS)) / s.dt_s
+            if prev is not None and r["rates_valid"] and d.dt_s > 0.2:
+                # the rates' time base is the domain's own pair of stamps (taken as its counters were read),
+                # not the frame's: under load the two differ by milliseconds, 2 % of a 0.5 s interval
+                pd = prev.domains[0]
+                t0 = pd.uptime_ns + pd.created_realtime_ns
+                dt = d.dt_s
+                lo_r = (th.committed_by(t - CLOCK_NS) - th.committed_upto(t0 + CLOCK_NS)) / dt
+                hi_r = (th.committed_upto(t + CLOCK_NS) - th.committed_by(t0 - CLOCK_NS)) / dt
                 assert lo_r - sl <= float(r["records_per_s"]) <= hi_r + sl, (th.name, "records/s", lo_r, hi_r)
-                lo_d = (th.dropped_by(t - CLOCK_NS) - th.dropped_upto(t0 + CLOCK_NS)) / s.dt_s
-                hi_d = (th.dropped_upto(t + CLOCK_NS) - th.dropped_by(t0 - CLOCK_NS)) / s.dt_s
+                lo_d = (th.dropped_by(t - CLOCK_NS) - th.dropped_upto(t0 + CLOCK_NS)) / dt
+                hi_d = (th.dropped_upto(t + CLOCK_NS) - th.dropped_by(t0 - CLOCK_NS)) / dt
                 assert lo_d - sl <= float(r["drops_per_s"]) <= hi_d + sl, (th.name, "drops/s", lo_d, hi_d)
         prev = s
     last = frames[-1].snapshot
@@ -445,7 +454,7 @@ def check_states(frames, truth: Truth) -> None:
         c = _consumer(s, "stopper")
         assert c is not None
         h = Health(int(c["health"]))
-        if t < st.stop_ns:
+        if t < st.stop_ns + EVICTABLE_AFTER_S * 1e9 - CLOCK_NS:  # held, its grace not run out: not evicted
             assert h == Health.ALIVE, (h, t)
         elif st.stop_ns + (GRACE_S + 1.0) * 1e9 < t < st.cont_ns:
             assert h == Health.EVICTED, (h, t)
@@ -576,8 +585,12 @@ def _rendered_check(frames, truth: Truth) -> None:
 
     st = truth.consumers["stopper"]
     assert st.stop_ns is not None
+    def taken(f) -> int:  # when its counters were read (the frame's own stamp comes after every domain)
+        d = f.snapshot.domains[0]
+        return d.uptime_ns + d.created_realtime_ns
+
     cut = [i for i, f in enumerate(frames)
-           if st.stop_ns + 0.3e9 < f.snapshot.taken_realtime_ns < st.stop_ns + GRACE_S * 1e9 * 0.9]
+           if st.stop_ns + 0.3e9 < taken(f) < st.stop_ns + EVICTABLE_AFTER_S * 1e9 - CLOCK_NS]
     assert cut, "no frame while the stopper was held and not evicted yet"
     checked = {"stopper": 0, "rings": 0}
     for upto in [cut[-1] + 1, len(frames)]:

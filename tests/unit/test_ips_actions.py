@@ -310,14 +310,20 @@ def test_a_retried_ban_keeps_its_hand_off_time() -> None:
         e.stop()
 
 
-def test_a_wall_clock_step_leaves_the_split_unknown_not_zero() -> None:
-    """A trigger stamped after the hand-off (the clock stepped back): neither part gets a sample (no 0 ms in
-    either); the ban itself is made and counted."""
+def test_a_wall_clock_step_leaves_the_latencies_unknown_not_zero() -> None:
+    """A trigger stamped after the ban (the clock stepped back): no histogram gets a sample (no 0 ms in any:
+    whole reaction, time to ban, either part); the ban itself is made and counted, and a ban stamped before
+    it still is measured (the counts say which)."""
     e, _pub, _ = engine(DryRun())
-    future = time.time_ns() + 10_000_000_000
-    e.triggers([("named-refused", "10.0.0.5", future, future, 5, None)])
-    assert e.bans == 1 and e.reaction.count == 1
-    assert e.reaction_read.count == e.reaction_action.count == 0
+    now = time.time_ns()
+    future = now + 10_000_000_000
+    e.triggers([("named-refused", "10.0.0.5", future, future, 5, None),
+                ("named-refused", "10.0.0.9", now - 90_000_000, now - 40_000_000, 5, None)])
+    assert e.bans == 2
+    for h in (e.reaction, e.ttb, e.reaction_read, e.reaction_action):
+        p = h.percentiles()
+        assert p.count == 1 and p.p50 >= (40 * 0.98 if h is not e.reaction_action else 0.0), (h, p)
+    assert e.reaction.percentiles().max >= 40 and e.ttb.percentiles().max >= 90
 
 
 def test_inline_dry_run_has_no_action_part() -> None:
