@@ -147,9 +147,9 @@ class BanCollector:
     def times_to_ban_ns(self) -> tuple[list[int], list[int]]:
         with self._lock:
             vals = list(self.first_ban.values())
-        ttb = sorted(max(0, b - f) for f, _t, b in vals)
-        reaction = sorted(max(0, b - t) for _f, t, b in vals)
-        return ttb, reaction
+        # stamps out of order (the wall clock stepped back): unknown, left out rather than shown as 0
+        ordered = [(f, t, b) for f, t, b in vals if f <= t <= b]
+        return sorted(b - f for f, _t, b in ordered), sorted(b - t for _f, t, b in ordered)
 
 
 # -- the slow consumer (a child process: `python -m fipstop.demo --slow-child ...`) ---------------

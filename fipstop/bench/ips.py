@@ -378,8 +378,9 @@ def _naive_main(argv: list[str]) -> int:
                     now = time.time_ns()
                     banned.add(ip)
                     del state[ip]
-                    reaction.append((now - ts) / 1e6)
-                    ttb.append((now - st[0]) / 1e6)
+                    if st[0] <= ts <= now:  # else the clock stepped back: unknown, as fipstop ips does
+                        reaction.append((now - ts) / 1e6)
+                        ttb.append((now - st[0]) / 1e6)
             b.release()
         if time.monotonic() >= next_write:
             next_write = time.monotonic() + 1.0

@@ -72,8 +72,10 @@ HELD_S = 3.0  # the stopped consumer is continued this long after it stopped
 #: a consumer's heartbeat period (HB_EVERY_NS in fips.c): its last heartbeat before it stopped is up
 #: to this much older than its stop report, so the grace may run out this much before stop + GRACE_S
 HB_PERIOD_S = 0.1
-#: the earliest a held consumer may be evicted, after its stop report (margin: the 2 ms nap of its loop)
-EVICTABLE_AFTER_S = GRACE_S - HB_PERIOD_S - 0.01
+#: the earliest a held consumer may be evicted, after its stop report.  Margin beyond the period: the
+#: heartbeat is stamped from the coarse clock (one tick late: 4 ms at HZ=250, 10 ms at HZ=100) and the
+#: stop report comes after the actor's last read (its 2 ms nap, and whatever the scheduler adds)
+EVICTABLE_AFTER_S = GRACE_S - HB_PERIOD_S - 0.05
 KILL_AT_S = 5.0  # the restarter is killed (SIGKILL) this long after the first sample
 RESTART_AFTER_S = 1.0  # and started again under its name this long after
 THREADS = [{"name": "resolver-0", "rate": 1500, "stop_s": 9.0},

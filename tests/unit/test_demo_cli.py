@@ -35,3 +35,15 @@ def test_format_summary():
          "reaction_ms": {"p50": 0.2, "p99": None}, "slow_consumer_ms": 0}
     text = format_summary(s)
     assert "4 banned of 4 (100.0 %)" in text and "p99 2.50 s" in text and "p50 1.50 ms" in text
+
+
+def test_ban_collector_leaves_out_of_order_stamps_unknown() -> None:
+    """A ban whose stamps are out of order (the wall clock stepped back) has no true time to ban: the demo's
+    summary leaves it out rather than counting 0 ms (max(0, ...) did), and keeps the others exact."""
+    from fipstop.demo import BanCollector
+
+    c = BanCollector("unused", "/nonexistent")
+    c.first_ban = {"10.0.0.1": (100, 300, 1_000),  # in order: 900 / 700 ns
+                   "10.0.0.2": (500, 400, 1_000),  # first offence after the trigger
+                   "10.0.0.3": (100, 300, 200)}    # ban before the trigger
+    assert c.times_to_ban_ns() == ([900], [700])

@@ -318,8 +318,11 @@ def test_a_wall_clock_step_leaves_the_latencies_unknown_not_zero() -> None:
     now = time.time_ns()
     future = now + 10_000_000_000
     e.triggers([("named-refused", "10.0.0.5", future, future, 5, None),
+                # the first offence stamped after the trigger: the step came between them, and the ban's
+                # time to ban (understated) and reaction (overstated) are both unknown, though >= 0
+                ("named-refused", "10.0.0.4", now - 10_000_000, now - 40_000_000, 5, None),
                 ("named-refused", "10.0.0.9", now - 90_000_000, now - 40_000_000, 5, None)])
-    assert e.bans == 2
+    assert e.bans == 3
     for h in (e.reaction, e.ttb, e.reaction_read, e.reaction_action):
         p = h.percentiles()
         assert p.count == 1 and p.p50 >= (40 * 0.98 if h is not e.reaction_action else 0.0), (h, p)
