@@ -236,7 +236,7 @@ class IpsTally:
     ``bans`` are bans that took effect, ``failed`` ban actions that failed for
     good, ``active`` bans in force; ``published`` / ``dropped`` are ban events
     it put into (or could not put into) the bans domain.  ``ttb_*_ns`` are its
-    time-to-ban percentiles over every ban with its stamps in order (``ttb_count`` of them; the IPS's
+    time-to-ban percentiles over every ban with a latency >= 0 (``ttb_count`` of them; the IPS's
     log histogram, within 2 %), None before the first ban.  ``jails``:
     (name, bans, active, failed) each.
     """

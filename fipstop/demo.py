@@ -147,9 +147,8 @@ class BanCollector:
     def times_to_ban_ns(self) -> tuple[list[int], list[int]]:
         with self._lock:
             vals = list(self.first_ban.values())
-        # stamps out of order (the wall clock stepped back): unknown, left out rather than shown as 0
-        ordered = [(f, t, b) for f, t, b in vals if f <= t <= b]
-        return sorted(b - f for f, _t, b in ordered), sorted(b - t for _f, t, b in ordered)
+        # a negative latency (the wall clock stepped back): unknown, left out rather than shown as 0
+        return sorted(b - f for f, _t, b in vals if f <= b), sorted(b - t for _f, t, b in vals if t <= b)
 
 
 # -- the slow consumer (a child process: `python -m fipstop.demo --slow-child ...`) ---------------

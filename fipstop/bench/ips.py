@@ -378,8 +378,10 @@ def _naive_main(argv: list[str]) -> int:
                     now = time.time_ns()
                     banned.add(ip)
                     del state[ip]
-                    if st[0] <= ts <= now:  # else the clock stepped back: unknown, as fipstop ips does
+                    # a negative latency (the clock stepped back) is unknown: left out, as fipstop ips does
+                    if ts <= now:
                         reaction.append((now - ts) / 1e6)
+                    if st[0] <= now:
                         ttb.append((now - st[0]) / 1e6)
             b.release()
         if time.monotonic() >= next_write:

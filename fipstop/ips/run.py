@@ -252,14 +252,13 @@ class Engine:
             else:
                 for t in fresh:
                     self.expiry[t[0]].append((mono + self.bantime[t[0]], t[1], now_ns))
-            # stamps out of order (first offence <= trigger <= ban; else the wall clock stepped back in
-            # between, and every latency spanning the step is wrong, not only a negative one): unknown,
-            # left out of the histograms (whose count then says fewer than bans), never counted as ~0 ms
-            timed = [t for t in fresh if t[2] <= t[3] <= now_ns]
-            self.ttb.add_many([(now_ns - t[2]) * 1e-6 for t in timed])
-            self.reaction.add_many([(now_ns - t[3]) * 1e-6 for t in timed])
-            # a part that comes out negative (the wall clock stepped) is unknown: left out, not a 0
-            split = [(q - t[3], now_ns - q) for t, q in keep if q and t[2] <= t[3] <= q <= now_ns]
+            # a latency that comes out negative (the wall clock stepped back) is unknown: left out of its
+            # histogram (whose count then says fewer than bans), never counted as ~0 ms.  Not first <=
+            # trigger: the first hit is the first *read*, and rings of several threads are read in turn,
+            # so a first hit may be stamped after the crossing one with no clock step at all
+            self.ttb.add_many([(now_ns - t[2]) * 1e-6 for t in fresh if t[2] <= now_ns])
+            self.reaction.add_many([(now_ns - t[3]) * 1e-6 for t in fresh if t[3] <= now_ns])
+            split = [(q - t[3], now_ns - q) for t, q in keep if q and t[3] <= q <= now_ns]
             self.reaction_read.add_many([a * 1e-6 for a, _b in split])
             self.reaction_action.add_many([b * 1e-6 for _a, b in split])
             self.bans += len(fresh)

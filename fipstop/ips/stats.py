@@ -32,10 +32,10 @@ start; times in the field's unit):
     jails               {NAME: {matched, ignored, not_ip, dns, nofail, pending, bans, tracked, evictions,
                                 sessions, maxretry, findtime_s, bantime_s, mode, failregex_hits}}
 
-Percentiles are over every ban since start whose stamps are in order, within 2 % (a log histogram): a ban
-whose first offence, trigger and ban times are out of order (the wall clock stepped back in between) is unknown
-and left out of every histogram, one whose hand-off is out of order out of the two parts; a ``count`` may then be
-below ``bans``, and nothing is counted as 0 ms.  :func:`read_stats` loads the file into :class:`IpsStats`.
+Percentiles are over every ban since start, within 2 % (a log histogram), except a latency that comes out
+negative (the wall clock stepped back between its two stamps): it is unknown and left out of its histogram, whose
+``count`` may then be below ``bans``; nothing is counted as 0 ms.  :func:`read_stats` loads the file into
+:class:`IpsStats`.
 """
 
 from __future__ import annotations

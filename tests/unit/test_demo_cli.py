@@ -44,6 +44,7 @@ def test_ban_collector_leaves_out_of_order_stamps_unknown() -> None:
 
     c = BanCollector("unused", "/nonexistent")
     c.first_ban = {"10.0.0.1": (100, 300, 1_000),  # in order: 900 / 700 ns
-                   "10.0.0.2": (500, 400, 1_000),  # first offence after the trigger
-                   "10.0.0.3": (100, 300, 200)}    # ban before the trigger
-    assert c.times_to_ban_ns() == ([900], [700])
+                   "10.0.0.2": (500, 400, 1_000),  # first hit read after the crossing one: both true
+                   "10.0.0.3": (100, 300, 200),    # ban before the trigger: reaction unknown
+                   "10.0.0.4": (300, 300, 200)}    # ban before both: both unknown
+    assert c.times_to_ban_ns() == ([100, 500, 900], [600, 700])
