@@ -53,11 +53,12 @@ SHIM_VERSION_SCRIPT = (
 # belong to (FIPS_BIND_LIBNS, the file libns.so points to at build time).
 BIND_SHIM = "libfips_bind.so"
 BIND_SOURCES = ["fipstop/csrc/fips_bind.c", "fipstop/csrc/fips_bind_layout.c", "fipstop/csrc/fips.c"]
-BIND_DEPENDS = ["fipstop/csrc/fips_syslog.c"]
+BIND_DEPENDS = ["fipstop/csrc/fips_syslog.c", "fipstop/csrc/fips_bindq.h"]
 BIND_HEADER = "ns/client.h"
 BIND_VERSION_SCRIPT = (
     "{\n  global: openlog; closelog; setlogmask; syslog; vsyslog; __syslog_chk; __vsyslog_chk;"
-    " fips_syslog_dropped; ns_client_log; ns_client_logv; fips_bind_lines; fips_bind_active;\n  local: *;\n};\n"
+    " fips_syslog_dropped; ns_client_log; ns_client_logv; fips_bind_lines; fips_bind_active;"
+    " fips_bind_native_refused;\n  local: *;\n};\n"
 )
 # `fipstop demo`'s producer: a C program linked to libfips.so (rpath $ORIGIN,
 # so it runs from fipstop/lib/ wherever the package is installed).

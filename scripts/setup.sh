@@ -30,6 +30,8 @@ DEB_PACKAGES=(build-essential python3 python3-venv python3-dev rsyslog tmux bind
               bind9-dev fstrm-bin)
 # fipstop bench ring's peers, built by the bench itself (issue 21): boost::lockfree::spsc_queue, LTTng-UST, spdlog
 DEB_PACKAGES+=(libboost-dev liblttng-ust-dev lttng-tools libspdlog-dev)
+# named with the native FIPS query log (scripts/build-named-native.sh, issue 23): BIND 9.18's build dependencies
+DEB_PACKAGES+=(libuv1-dev libnghttp2-dev libcap-dev libssl-dev pkg-config curl xz-utils patch)
 
 missing=()
 for pkg in "${DEB_PACKAGES[@]}"; do
@@ -110,4 +112,6 @@ fi
 # --- C library and examples ------------------------------------------------
 say "building libfips and the C examples"
 make -C "$ROOT" --no-print-directory -s lib examples
+# BIND 9.18.49 with contrib/bind/fips-native.patch into build/named-native/ (~1-2 min once; then a stamp check)
+"$ROOT/scripts/build-named-native.sh"
 say "ready"

@@ -18,6 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer
 
+from fipstop.bindq import record_text
 from fipstop.model.rings import Health
 from fipstop.model.snapshot import Snapshot
 from fipstop.probes.ring import TapResult
@@ -103,7 +104,7 @@ def tap_lines(result: TapResult | None, width: int = 200) -> Text:
             text.append(f"[{fmt.count(rec.lost)} dropped before] ", style=palette.DROPS_LEGEND)
         if rec.flags & 2:
             text.append("[truncated] ", style=palette.WARN)
-        text.append(escape_bytes(rec.payload))
+        text.append(escape_bytes(record_text(rec.payload, rec.flags)))
     return text
 
 

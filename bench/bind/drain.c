@@ -11,7 +11,12 @@
  *    "batches": K, "idle_sleeps": S, "cpu_s": C, "errors": E}
  *
  * "matched" counts records containing TOKEN (default "query: ", the text of
- * a BIND query-log line).  "lost" is the sum of the records' lost counters:
+ * a BIND query-log line); a binary query record of the native named
+ * (flag FIPSBQ_REC_FLAG) matches a TOKEN "ZONE IN A " on its fields (type A,
+ * class IN, a name under ZONE), as an IPS can match it without formatting;
+ * one in 64 is also formatted and matched as text ("formatted"), and the two
+ * verdicts must agree ("format_mismatched" 0); one that does not validate
+ * counts as "invalid", not matched.  "lost" is the sum of the records' lost counters:
  * records this consumer never saw because the ring was full.
  *
  * It is cheap on purpose: a consumer that burns CPU on a 2-core machine
@@ -40,6 +45,7 @@
 #include <time.h>
 
 #include "fips.h"
+#include "fips_bindq_fmt.c" /* the native named's binary query records (fips_bindq.h) */
 
 #define NAP_MIN_US 250L
 #define NAP_MAX_US 20000L
@@ -58,6 +64,43 @@ static void sleep_us(long us)
     nanosleep(&ts, NULL);
 }
 
+/* The token "ZONE IN A " as a binary match: the wire form of ZONE (its
+ * labels, the root label last), or 0 when the token is not of that shape. */
+static size_t zone_wire(const char *token, uint8_t *w, size_t cap)
+{
+    static const char tail[] = " IN A ";
+    size_t tl = strlen(token), sl = sizeof tail - 1;
+    if (tl <= sl || strcmp(token + tl - sl, tail) != 0 || tl - sl + 2 > cap) return 0;
+    size_t n = 0, zl = tl - sl, start = 0;
+    for (size_t i = 0; i <= zl; i++) {
+        if (i == zl || token[i] == '.') {
+            size_t l = i - start;
+            if (l == 0 || l > 63) return 0;
+            w[n++] = (uint8_t)l;
+            memcpy(w + n, token + start, l);
+            n += l;
+            start = i + 1;
+        }
+    }
+    w[n++] = 0;
+    return n;
+}
+
+/* A binary query record "contains the token" when its query is type A, class
+ * IN, for a name under the zone (label-aligned): what its formatted line's
+ * "NAME IN A " would show for the bench's plain names, without formatting.
+ * 1 or 0; -1 when the record does not validate. */
+static int bindq_matches(const uint8_t *p, size_t n, const uint8_t *zw, size_t zn)
+{
+    struct fipsbq_head h;
+    if (fips_bindq_parse(p, n, &h) < 0) return -1;
+    if (h.qtype != 1 || h.qclass != 1 || h.qname_len < zn) return 0;
+    const uint8_t *qn = p + FIPSBQ_HEAD_SIZE;
+    size_t i = 0; /* walk to the label that starts zn bytes before the end */
+    while (h.qname_len - i > zn) i += 1u + qn[i];
+    return h.qname_len - i == zn && memcmp(qn + i, zw, zn) == 0;
+}
+
 static double cpu_s(void)
 {
     struct rusage ru;
@@ -74,6 +117,8 @@ int main(int argc, char **argv)
     }
     const char *token = argc > 4 ? argv[4] : "query: ";
     const size_t toklen = strlen(token);
+    uint8_t zw[256];
+    const size_t zn = zone_wire(token, zw, sizeof zw);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -102,7 +147,8 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     uint64_t records = 0, matched = 0, lost = 0, trunc = 0, bytes = 0, batches = 0;
-    uint64_t sleeps = 0, errors = 0;
+    uint64_t sleeps = 0, errors = 0, formatted = 0, invalid = 0, mismatched = 0;
+    static char line[FIPSBQ_TEXT_MAX];
     int last_err = 0;
     fips_batch b;
     fips_record r;
@@ -126,6 +172,23 @@ int main(int argc, char **argv)
                 records++;
                 bytes += r.len;
                 if (r.flags & FIPS_REC_TRUNC) trunc++;
+                if ((r.flags & FIPSBQ_REC_FLAG) && zn) {
+                    /* the native named's binary record: matched on its fields (as an
+                     * IPS can), and one in 64 also formatted and matched as text, which
+                     * must agree */
+                    int m = bindq_matches(r.data, r.len, zw, zn);
+                    if (m < 0) {
+                        invalid++;
+                        continue;
+                    }
+                    matched += (uint64_t)m;
+                    if ((records & 63) == 0) {
+                        long k = fips_bindq_format(r.data, r.len, line, sizeof line);
+                        formatted++;
+                        if (k < 0 || !memmem(line, (size_t)k, token, toklen) != !m) mismatched++;
+                    }
+                    continue;
+                }
                 if (toklen && memmem(r.data, r.len, token, toklen)) matched++;
             }
             lost += b.lost;
@@ -164,11 +227,13 @@ int main(int argc, char **argv)
     }
     printf("{\"records\": %llu, \"matched\": %llu, \"lost\": %llu, \"truncated\": %llu, "
            "\"bytes\": %llu, \"batches\": %llu, \"idle_sleeps\": %llu, \"cpu_s\": %.4f, "
-           "\"errors\": %llu, \"last_error\": %d}\n",
+           "\"errors\": %llu, \"last_error\": %d, \"formatted\": %llu, \"invalid\": %llu, "
+           "\"format_mismatched\": %llu}\n",
            (unsigned long long)records, (unsigned long long)matched,
            (unsigned long long)lost, (unsigned long long)trunc,
            (unsigned long long)bytes, (unsigned long long)batches,
-           (unsigned long long)sleeps, cpu_s(), (unsigned long long)errors, last_err);
+           (unsigned long long)sleeps, cpu_s(), (unsigned long long)errors, last_err,
+           (unsigned long long)formatted, (unsigned long long)invalid, (unsigned long long)mismatched);
     fflush(stdout);
     free(pass_bytes);
     fips_consumer_close(c);

@@ -49,10 +49,12 @@ def cc_version(cc: str) -> str:
 
 def build_c(name: str, sources: tuple[Path, ...], extra: tuple[str, ...] = (),
             cache_dir: Path | None = None,
-            include_dir: Path | None = None) -> tuple[Path | None, str | None, dict[str, Any]]:
+            include_dir: Path | None = None,
+            depends: tuple[Path, ...] = ()) -> tuple[Path | None, str | None, dict[str, Any]]:
     """Compile ``sources`` (cc CFLAGS + extra) into NAME-HASH, cached by content.
     ``include_dir``: where fips.h is (default: this libfips's); every header there
-    is part of the key.  Returns (binary, None, info) or (None, one-line reason, info)."""
+    is part of the key.  ``depends``: files the sources #include besides fips.h (part
+    of the key too).  Returns (binary, None, info) or (None, one-line reason, info)."""
     cc = os.environ.get("CC", "cc")
     flags = (*CFLAGS, *extra)
     info: dict[str, Any] = {"cc": cc, "cflags": list(flags)}
@@ -68,7 +70,7 @@ def build_c(name: str, sources: tuple[Path, ...], extra: tuple[str, ...] = (),
     h = hashlib.sha256()
     for part in (info["cc_version"], " ".join(flags)):
         h.update(part.encode())
-    for src in (*sources, *headers):
+    for src in (*sources, *headers, *depends):
         h.update(src.read_bytes())
     key = h.hexdigest()[:16]
     dirs = [cache_dir] if cache_dir else ([SOURCE_TREE / "build" / "bench"] if SOURCE_TREE is not None else [])

@@ -80,7 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="seconds of load per mode (default 10; 3 with --quick)")
     bind.add_argument("--rounds", type=int, metavar="N", help="rounds over all modes (default 3; 1 with --quick)")
     bind.add_argument("--modes", metavar="M,M", help="modes to run (default none,null_syslog,file,syslog,fips,"
-                      "fips_nocons,fips_bind,dnstap; also fips_tail; with --scaling none,fips,fips_bind,dnstap)")
+                      "fips_nocons,fips_bind,dnstap,none_native,fips_native; also fips_tail; with --scaling "
+                      "none,fips,fips_bind,dnstap,fips_native)")
     bind.add_argument("--scaling", metavar="K-K",
                       help="instead of the rounds: the client scaling, 2^K distinct source addresses for each K "
                       "(e.g. 10-16; bench/results/bind-clients-DATE.json)")

@@ -16,6 +16,7 @@ import sys
 import time
 from datetime import UTC, datetime
 
+from fipstop.bindq import record_text
 from fipstop.errors import FipsError
 from fipstop.textsafe import escape_bytes, escape_text
 
@@ -55,7 +56,7 @@ def _seconds(text: str) -> float:
 
 
 def format_record(rec, ring: int, verbose: bool) -> str:
-    text = escape_bytes(rec.data)
+    text = escape_bytes(record_text(rec.data, rec.flags))
     if rec.truncated:
         text += " [truncated]"
     if not verbose:

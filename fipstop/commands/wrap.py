@@ -47,7 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "syslog (default), drop and count, or create it again")
     p.add_argument("--bind", action="store_true",
                    help="BIND 9 (named): take the queries category at ns_client_log, before libns formats it "
-                        "(libfips_bind.so; same records as the syslog drop-in, much less work in named)")
+                        "(libfips_bind.so; same records as the syslog drop-in, much less work in named); in a named "
+                        "built with contrib/bind/fips-native.patch (scripts/build-named-native.sh), take each query "
+                        "as binary fields before log_query formats anything (readers format the same line)")
     p.add_argument("--facility", default=None, metavar="NAME",
                    help="with --bind: the syslog facility in the query lines' <PRI> (default daemon, as BIND's "
                         "default_syslog channel)")

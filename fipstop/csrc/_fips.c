@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 
 #include "fips.h"
+#include "fips_bindq_fmt.c" /* BIND's native query records: format_bind_query() */
 
 /* ------------------------------------------------------------------------ */
 /* module state                                                              */
@@ -2114,7 +2115,29 @@ mod_validate_header(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* format_bind_query(data) -> bytes | None: the line of a binary query record
+ * (fips_bindq.h, records flagged REC_BIND_QUERY), or None when data is not a
+ * valid one.  The GIL is kept: a line is a few hundred bytes. */
+static PyObject *
+mod_format_bind_query(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    char out[FIPSBQ_TEXT_MAX];
+    long n = fips_bindq_format(view.buf, (size_t)view.len, out, sizeof out);
+    PyBuffer_Release(&view);
+    if (n < 0)
+        Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize(out, (Py_ssize_t)n);
+}
+
 static PyMethodDef module_methods[] = {
+    {"format_bind_query", (PyCFunction)mod_format_bind_query, METH_O,
+     "format_bind_query(data)\n--\n\nThe query line BIND would have logged for a binary query record of\n"
+     "a named built with contrib/bind/fips-native.patch (a record whose flags\n"
+     "have REC_BIND_QUERY), or None when data is not a valid one."},
     {"shm_dir", (PyCFunction)(void (*)(void))mod_shm_dir, METH_VARARGS | METH_KEYWORDS,
      "shm_dir(dir=None)\n--\n\nDirectory holding domains: dir, else $FIPS_SHM_DIR, else /dev/shm."},
     {"strerror", (PyCFunction)mod_strerror, METH_O,
@@ -2304,6 +2327,7 @@ fips_exec(PyObject *m)
         {"CONS_CLOSED", FIPS_CONS_CLOSED},
         {"EVICTED_BY_OPERATOR", FIPS_EVICTED_BY_OPERATOR},
         {"REC_PAD", FIPS_REC_PAD}, {"REC_TRUNC", FIPS_REC_TRUNC},
+        {"REC_BIND_QUERY", FIPSBQ_REC_FLAG},
 #ifdef FIPS_REC_USER_MASK
         {"REC_USER_MASK", FIPS_REC_USER_MASK},
 #endif

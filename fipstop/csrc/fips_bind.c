@@ -57,6 +57,7 @@
 #include <sys/socket.h>
 
 #include "fips_bind_layout.h"
+#include "fips_bindq.h"
 
 #ifndef FIPS_BIND_LIBNS
 #define FIPS_BIND_LIBNS ""
@@ -89,6 +90,8 @@ static int bind_facility = LOG_DAEMON;
  * through for data another thread published. */
 static _Atomic(const char *) query_fmt_seen;
 static atomic_ullong bind_lines; /* lines taken here (fips_bind_lines()) */
+typedef int (*bq_hook_t)(const void *rec, unsigned int len);
+static int bind_native; /* 1: the patched named's binary records are taken (ns_fips_query_hook) */
 
 static _Thread_local char bind_signer[NAME_BUF];
 static _Thread_local char bind_qname[NAME_BUF];
@@ -106,16 +109,78 @@ EXPORT unsigned long long fips_bind_lines(void)
     return atomic_load_explicit(&bind_lines, memory_order_relaxed);
 }
 
-/* 1 when the preload takes the queries category, for a test or a probe. */
+/* 1 when the preload takes the queries category at ns_client_log, 2 when it
+ * takes a patched named's binary records (ns_fips_query_hook), 0 when BIND's
+ * own path logs them (into the syslog drop-in); for a test or a probe. */
 EXPORT int fips_bind_active(void)
 {
-    return bind_fast;
+    return bind_native ? 2 : bind_fast;
 }
 
 static void bind_say(const char *why, const char *detail)
 {
     fprintf(stderr, "fipstop wrap --bind: %s: %s%s%s: query lines take BIND's own path into the syslog drop-in\n",
             program_invocation_short_name, why, detail ? " " : "", detail ? detail : "");
+}
+
+static atomic_ullong bind_refused; /* binary records left to BIND: too long for the ring's max_record */
+
+/* A binary query record of the patched named (fips_bindq.h) into the calling
+ * thread's ring: BIND filled the fixed part and the names; the syslog header's
+ * pieces (PRI, ident, pid) are this process's openlog state, as the drop-in
+ * would print them.  Returns 1 when taken (logged, or dropped and counted), 0
+ * when BIND must log the line itself. */
+static int bind_native_write(const uint8_t *rec, unsigned int len)
+{
+    shim_init_once();
+    if (!shim_domain || len < FIPSBQ_HEAD_SIZE) return 0;
+    int opt = atomic_load_explicit(&shim_option, memory_order_relaxed);
+    if ((opt & LOG_PERROR) || !(LOG_MASK(LOG_INFO) & atomic_load_explicit(&shim_mask, memory_order_relaxed)))
+        return 0;
+    const char *ident = atomic_load_explicit(&shim_ident, memory_order_relaxed);
+    if (!ident) ident = program_invocation_short_name;
+    size_t il = strnlen(ident, FIPSBQ_IDENT_MAX + 1);
+    if (il > FIPSBQ_IDENT_MAX) return 0;
+    uint32_t total = len + (uint32_t)il;
+    if (total > fips_domain_header(shim_domain)->max_record) {
+        atomic_fetch_add_explicit(&bind_refused, 1, memory_order_relaxed);
+        return 0; /* BIND's line, cut and flagged as the drop-in cuts it */
+    }
+    fips_slot slot;
+    int rc = fips_claim(shim_domain, total, &slot);
+    if (rc != 0) {
+        if (rc != -FIPS_EFULL) atomic_fetch_add_explicit(&shim_dropped, 1, memory_order_relaxed);
+        return 1;
+    }
+    uint8_t *out = slot.data;
+    memcpy(out, rec, len);
+    uint8_t pri = (uint8_t)(bind_facility | LOG_INFO);
+    uint8_t ilen = (uint8_t)il;
+    int32_t pid = (opt & LOG_PID) ? (int32_t)atomic_load_explicit(&shim_pid, memory_order_relaxed) : -1;
+    memcpy(out + offsetof(struct fipsbq_head, pri), &pri, 1);
+    memcpy(out + offsetof(struct fipsbq_head, ident_len), &ilen, 1);
+    memcpy(out + offsetof(struct fipsbq_head, pid), &pid, sizeof pid);
+    memcpy(out + len, ident, il);
+    fips_commit(shim_domain, &slot, total, FIPSBQ_REC_FLAG, 0);
+    atomic_fetch_add_explicit(&bind_lines, 1, memory_order_relaxed);
+    return 1;
+}
+
+static int bind_native_record(const void *rec, unsigned int len)
+{
+    if (shim_active) return 0; /* a signal handler inside a log call of this thread: BIND's path */
+    shim_active = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    int done = bind_native_write(rec, len);
+    atomic_signal_fence(memory_order_seq_cst);
+    shim_active = 0;
+    return done && !bind_verify;
+}
+
+/* binary records left to BIND's own line because they exceed max_record */
+EXPORT unsigned long long fips_bind_native_refused(void)
+{
+    return atomic_load_explicit(&bind_refused, memory_order_relaxed);
 }
 
 __attribute__((constructor)) static void bind_init(void)
@@ -135,6 +200,20 @@ __attribute__((constructor)) static void bind_init(void)
     }
     real_logv = (logv_fn)dlsym(RTLD_NEXT, "ns_client_logv");
     void *real_log = dlsym(RTLD_NEXT, "ns_client_log");
+    /* A named built with contrib/bind/fips-native.patch hands its query lines
+     * over in binary before formatting anything: take them there, and leave
+     * ns_client_log to BIND (this file's headers are not that libns's). */
+    bq_hook_t *hook = (bq_hook_t *)dlsym(RTLD_DEFAULT, "ns_fips_query_hook");
+    if (hook) {
+        /* ns_client_log stays interposed (this file defines it): keep its
+         * isc_log_wouldlog test, or every debug-level call of libns would be
+         * formatted in full (measured: +22 k instructions a query) */
+        real_wouldlog = (wouldlog_fn)dlsym(RTLD_DEFAULT, "isc_log_wouldlog");
+        real_ns_lctx = (void **)dlsym(RTLD_DEFAULT, "ns_lctx");
+        *hook = bind_native_record;
+        bind_native = 1;
+        return;
+    }
     if (!real_logv || !real_log) {
         bind_say("no ns_client_log/ns_client_logv in this process", "(not BIND 9's libns)");
         return;
@@ -387,8 +466,13 @@ EXPORT void ns_client_logv(void *client, void *category, void *module, int level
 
 EXPORT void ns_client_log(void *client, void *category, void *module, int level, const char *fmt, ...)
 {
+    /* ns_client_log's own first test, before anything else: libns calls this
+     * ~6 times a query at debug levels no channel takes, and each must cost
+     * what BIND's own early return costs (log_query tested the same before it
+     * calls here, so no query line is lost to it) */
+    if (real_wouldlog && real_ns_lctx && !real_wouldlog(*real_ns_lctx, level)) return;
     va_list ap;
     va_start(ap, fmt);
-    bind_logv(client, category, module, level, fmt, ap, 1);
+    bind_logv(client, category, module, level, fmt, ap, 0);
     va_end(ap);
 }

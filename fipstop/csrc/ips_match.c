@@ -62,6 +62,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include "fips_bindq_fmt.c" /* BIND's native query records: formatted before matching (ips_feed) */
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -1871,6 +1872,7 @@ typedef struct {
     size_t len;
     uint64_t ts;
     uint32_t flags;
+    size_t ts_text; /* ips_feed: where a binary query record's formatted line is in bq_text */
 } line;
 
 #define REC_TRUNC 0x02u
@@ -2172,6 +2174,12 @@ run_lines(PyObject *jails_fast, line *ls, Py_ssize_t n, uint64_t src_id, uint64_
 
 static PyTypeObject *JailType; /* set at module init (one interpreter) */
 
+/* The lines of a batch's binary query records (fips_bindq.h), formatted by
+ * ips_feed before matching: per reader thread (run_lines drops the GIL while
+ * the jails read them), kept from batch to batch, as tw above. */
+static __thread char *bq_text;
+static __thread size_t bq_text_cap;
+
 static uint64_t
 attr_u64(PyObject *o, PyObject *name)
 {
@@ -2196,6 +2204,7 @@ ips_feed(PyObject *mod, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO", &records, &jails)) return NULL;
     if (check_jails(jails, JailType, &fast) < 0) return NULL;
     Py_ssize_t cap = 256, n = 0;
+    size_t text_used = 0;
     line *ls = PyMem_Malloc((size_t)cap * sizeof *ls);
     Py_buffer *bufs = PyMem_Malloc((size_t)cap * sizeof *bufs);
     static PyObject *s_ts, *s_flags, *s_ring, *s_first, *s_next;
@@ -2245,9 +2254,33 @@ ips_feed(PyObject *mod, PyObject *args)
         ls[n].len = (size_t)bufs[n].len;
         ls[n].ts = ts;
         ls[n].flags = flags;
+        if (flags & FIPSBQ_REC_FLAG) { /* a patched named's binary query record: match its line */
+            if (bq_text_cap - text_used < FIPSBQ_TEXT_MAX) {
+                size_t nc = bq_text_cap ? 2 * bq_text_cap : 64 * FIPSBQ_TEXT_MAX;
+                char *nt = realloc(bq_text, nc);
+                if (!nt) {
+                    n++;
+                    Py_DECREF(rec);
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                bq_text = nt;
+                bq_text_cap = nc;
+            }
+            long k = fips_bindq_format(ls[n].data, ls[n].len, bq_text + text_used, FIPSBQ_TEXT_MAX);
+            if (k >= 0) { /* else left as it is: raw bytes, matching nothing a filter expects */
+                ls[n].len = (size_t)k;
+                ls[n].data = NULL; /* pointed into bq_text below, once it stops moving */
+                ls[n].ts_text = text_used;
+                text_used += (size_t)k;
+            }
+        }
         n++;
         Py_DECREF(rec);
     }
+    /* bq_text may have moved while it grew: point the formatted lines at it now */
+    for (Py_ssize_t i = 0; text_used && i < n; i++)
+        if (!ls[i].data) ls[i].data = (const uint8_t *)bq_text + ls[i].ts_text;
     if (PyErr_Occurred()) goto done;
     result = run_lines(fast, ls, n, src_id, first_seq, next_seq);
 done:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fipstop.bans import BANS_DOMAIN, MAX_EVENT_BYTES, IpsTally, encode_tally, event_parts, wire_str
+from fipstop.bindq import record_text
 from fipstop.errors import FipsError
 from fipstop.ips.actions import OK, ActionOptions, BanJob, Command, DryRun, Nft, make_action
 from fipstop.ips.control import ControlServer, default_path
@@ -729,7 +730,7 @@ class Ips:
             match = jail.match
             hits = []
             for rec in b:
-                res, ip = match(rec.data)
+                res, ip = match(record_text(rec.data, rec.flags))  # a native named's binary record: its line
                 if res == "hit" and ip is not None:
                     hits.append((ip, rec.ts_ns))
             for net, first_ns, trigger_ns, n in rc.count(hits):

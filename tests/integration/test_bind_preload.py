@@ -28,12 +28,15 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fipstop.bench.bind.dns import free_port
 from fipstop.bench.bind.procs import find_program, start_named, stop_process
+from fipstop.ips.jails import BUILTIN_JAILS, compile_jail
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -57,6 +60,7 @@ QUERIES = [
     f"+norecurse h7.{ZONE} A",
     f"+subnet=192.0.2.0/24 h9.{ZONE} A",
     f"a\\032b.{ZONE} TXT",
+    f'e\\@1\\$\\(2\\)\\;\\"x\\\\.{ZONE} A',  # every character BIND escapes in a name
     f"{LONG}.{ZONE} A",
 ] + [f"q{i}.{ZONE} A" for i in range(40)]
 # dig's batch file takes these options only on its command line: one dig each
@@ -108,15 +112,15 @@ logging {{
     return conf
 
 
-def _run_named(tmp: Path, *, verify: bool, view: bool = False,
-               preload: list[str] | None = None) -> tuple[list[tuple[int, bytes]], list[str], int, str]:
-    """named under `fipstop wrap --bind` (or, with ``preload``, with exactly
+def _run_named(tmp: Path, *, verify: bool, view: bool = False, preload: list[str] | None = None,
+               named: str | None = NAMED) -> tuple[list[tuple[int, int, bytes]], list[str], int, str]:
+    """``named`` under `fipstop wrap --bind` (or, with ``preload``, with exactly
     that LD_PRELOAD), the QUERIES sent with one dig batch; (ring records
-    (ring, payload), the file channel's query lines without their timestamp,
-    named's pid, named's output)."""
+    (ring, flags, payload), the file channel's query lines without their
+    timestamp, named's pid, named's output)."""
     from fipstop import _fips
 
-    if NAMED is None or DIG is None:
+    if named is None or DIG is None:
         pytest.skip("named and dig are needed (apt-get install bind9 bind9-dnsutils)")
     if not BIND_SHIM.exists():
         pytest.skip(f"{BIND_SHIM} is not built (apt-get install bind9-dev; make lib)")
@@ -131,7 +135,7 @@ def _run_named(tmp: Path, *, verify: bool, view: bool = False,
     if verify:
         env["FIPS_BIND_VERIFY"] = "1"
     argv = [*_fipstop_argv(), "--shm-dir", str(shm), "wrap", "--bind", "--domain", DOMAIN, "--",
-            NAMED, "-f", "-c", str(conf), "-n", "2"]
+            named, "-f", "-c", str(conf), "-n", "2"]
     if preload:
         _fips.Domain(DOMAIN, str(shm), create=True).close()
         env.update(LD_PRELOAD=" ".join(preload), FIPS_DOMAIN=DOMAIN, FIPS_SHM_DIR=str(shm))
@@ -154,11 +158,11 @@ def _run_named(tmp: Path, *, verify: bool, view: bool = False,
     assert rc == 0, (d / "named.out").read_text(errors="replace")[-2000:]
     dom = _fips.Domain(DOMAIN, shm, create=False)
     cons = _fips.Consumer(dom, "test")
-    records: list[tuple[int, bytes]] = []
+    records: list[tuple[int, int, bytes]] = []
     try:
         while (b := cons.read(4096)) is not None:
             assert b.lost == 0
-            records += [(b.ring, p) for p in b.payloads()]
+            records += [(b.ring, r.flags, bytes(r)) for r in b]
             b.release()
     finally:
         cons.close()
@@ -174,7 +178,7 @@ def test_preload_lines_are_byte_identical_to_binds(tmp_path: Path, view: bool) -
     assert "fipstop wrap --bind" not in out, out  # the preload did not fall back
     head = f"<30>named[{pid}]: ".encode()
     by_ring: dict[int, list[bytes]] = {}
-    for ring, p in records:
+    for ring, _, p in records:
         if b": query: " in p:
             by_ring.setdefault(ring, []).append(p)
     ours: list[bytes] = []
@@ -197,11 +201,98 @@ def test_preload_lines_are_byte_identical_to_binds(tmp_path: Path, view: bool) -
     assert (": view inside: query: " in joined) == view
 
 
+def _native_named() -> str:
+    from fipstop.bench.bind.native import native_named
+
+    path, why = native_named()
+    if path is None:
+        pytest.skip(why)
+    return str(path)
+
+
+def _expected_needles(view: bool) -> tuple[str, ...]:
+    return ("/key fipskey", "IN A +SE(0)K", "(127.0.0.1) [ECS 192.0.2.0/24/0]", "a\\032b.example.test",
+            "version.bind CH TXT", f"({LONG}.{ZONE})", "IN A -E(0)K", "IN A +E(0)DK", "IN A +E(0)CK",
+            "IN A +E(0) ", "IN A + (127.0.0.1)", "IN A +E(0)TK", f'e\\@1\\$\\(2\\)\\;\\"x\\\\.{ZONE} IN A',
+            ) + ((": view inside: query: ",) if view else ())
+
+
+@pytest.mark.parametrize("view", [False, True], ids=["no-view", "view"])
+def test_native_records_format_to_binds_own_lines(tmp_path: Path, view: bool) -> None:
+    """The patched named (contrib/bind/fips-native.patch) under `fipstop wrap
+    --bind`, verifying: each query's binary record (flag REC_BIND_QUERY) is
+    followed in its ring by BIND's own line through the drop-in, and the
+    consumer's formatter (_fips.format_bind_query, the one fipstop tail and the
+    dashboard use) must give those bytes exactly, for every field of the line."""
+    from fipstop import _fips
+
+    records, file_lines, pid, out = _run_named(tmp_path, verify=True, view=view, named=_native_named())
+    assert "fipstop wrap --bind" not in out, out
+    by_ring: dict[int, list[tuple[int, bytes]]] = {}
+    for ring, flags, p in records:
+        by_ring.setdefault(ring, []).append((flags, p))
+    pairs = 0
+    formatted: list[str] = []
+    for recs in by_ring.values():
+        for i, (flags, p) in enumerate(recs):
+            if not flags & _fips.REC_BIND_QUERY:
+                continue
+            assert i + 1 < len(recs), "a binary record without BIND's own line after it"
+            text = _fips.format_bind_query(p)
+            assert text == recs[i + 1][1], f"formatted {text!r}\n      BIND {recs[i + 1][1]!r}"
+            assert not recs[i + 1][0] & _fips.REC_BIND_QUERY
+            formatted.append(text.decode())
+            pairs += 1
+    head = f"<30>named[{pid}]: "
+    assert all(t.startswith(head) for t in formatted)
+    assert Counter(t[len(head):] for t in formatted) == Counter(file_lines)
+    assert pairs >= len(QUERIES) + len(SINGLE)
+    joined = "\n".join(file_lines)
+    for needle in _expected_needles(view):
+        assert needle in joined, needle
+
+
+def test_native_named_logs_binary_only_and_ips_matches_it(tmp_path: Path) -> None:
+    """Without the verify switch the patched named writes one binary record per
+    query and no text (its file channel gets none: the hook took them), and the
+    IPS matcher sees their formatted lines: a filter on the query line's client
+    address counts every query (the oracle: the queries dig sent)."""
+    from fipstop import _fips, _ipsfast
+
+    records, file_lines, pid, out = _run_named(tmp_path, verify=False, named=_native_named())
+    assert "fipstop wrap --bind" not in out, out
+    assert file_lines == []
+    binary = [p for _, f, p in records if f & _fips.REC_BIND_QUERY]
+    assert not [p for _, f, p in records if not f & _fips.REC_BIND_QUERY and b": query: " in p]
+    texts = [_fips.format_bind_query(p) for p in binary]
+    assert None not in texts
+    names = Counter(m.group(1).decode() for t in texts if t and (m := re.search(rb": query: (\S+) ", t)))
+    for q in (f"q{i}.{ZONE}" for i in range(40)):
+        assert names[q] == 1, q
+
+    class Rec(bytes):
+        flags = _fips.REC_BIND_QUERY
+        ts_ns = 1
+
+    def jail() -> Any:
+        return compile_jail(replace(BUILTIN_JAILS["named-query-rate"], maxretry=10**9, ignoreip=(),
+                                    ignoreself=False), protect=False)
+
+    from_binary, from_text = jail(), jail()
+    _ipsfast.feed([Rec(p) for p in binary], [from_binary])
+    _ipsfast.feed_lines([t for t in texts if t], 1, [from_text])
+    st = from_binary.stats()
+    assert st == from_text.stats()
+    hits = [t for t in texts if t and from_text.match(t)[0] == "hit"]
+    # the filter's own verdicts on the formatted text (it skips, e.g., a line with a /key signer): q0..q39 at least
+    assert st["matched"] == len(hits) >= 40, (st, [t for t in texts if t not in hits])
+
+
 def test_preload_takes_the_queries_category_and_leaves_the_rest(tmp_path: Path) -> None:
     records, file_lines, pid, out = _run_named(tmp_path, verify=False)
     assert "fipstop wrap --bind" not in out, out
     assert file_lines == []  # taken before isc_log: no channel of the category saw them
-    queries = [p for _, p in records if b": query: " in p]
+    queries = [p for _, _, p in records if b": query: " in p]
     names = Counter(m.group(1).decode() for p in queries if (m := re.search(rb": query: (\S+) ", p)))
     for q in (f"q{i}.{ZONE}" for i in range(40)):
         assert names[q] == 1, q
@@ -211,12 +302,15 @@ def test_preload_takes_the_queries_category_and_leaves_the_rest(tmp_path: Path) 
     assert "all zones loaded" in log and "running" in log  # other categories: as named.conf says
 
 
-def test_preload_under_asan_and_ubsan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("native", [False, True], ids=["stock", "native"])
+def test_preload_under_asan_and_ubsan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, native: bool) -> None:
     """The same byte-for-byte check with the preload built with AddressSanitizer
     and UndefinedBehaviorSanitizer (preloaded after their runtimes): a read or
-    write outside a piece, the ring slot or a BIND structure stops named."""
+    write outside a piece, the ring slot or a BIND structure stops named; in
+    the patched named, outside the binary record BIND hands over."""
     if CC is None or NAMED is None:
         pytest.skip("needs a C compiler and named")
+    named = _native_named() if native else NAMED
     libns = subprocess.run([CC, "-print-file-name=libns.so"], capture_output=True, text=True).stdout.strip()
     rts = [subprocess.run([CC, f"-print-file-name={n}"], capture_output=True, text=True).stdout.strip()
            for n in ("libasan.so", "libubsan.so")]
@@ -231,11 +325,18 @@ def test_preload_under_asan_and_ubsan(tmp_path: Path, monkeypatch: pytest.Monkey
                    check=True)
     monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:halt_on_error=1")
     monkeypatch.setenv("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
-    records, file_lines, pid, out = _run_named(tmp_path, verify=True,
+    records, file_lines, pid, out = _run_named(tmp_path, verify=True, named=named,
                                                preload=[os.path.realpath(r) for r in rts] + [str(lib)])
     assert "Sanitizer" not in out and "runtime error" not in out, out[-3000:]
-    queries = [p for _, p in records if b": query: " in p]
-    assert len(queries) == 2 * len(file_lines) and len(file_lines) >= len(QUERIES) + len(SINGLE)
+    queries = [p for _, _, p in records if b": query: " in p]
+    assert len(file_lines) >= len(QUERIES) + len(SINGLE)
+    if native:  # BIND's own line after each binary record
+        from fipstop import _fips
+
+        binary = [p for _, f, p in records if f & _fips.REC_BIND_QUERY]
+        assert len(binary) == len(queries) == len(file_lines)
+    else:  # the preload's line and BIND's own
+        assert len(queries) == 2 * len(file_lines)
 
 
 def _wrap(shm: Path, *cmd: str) -> subprocess.CompletedProcess[str]:

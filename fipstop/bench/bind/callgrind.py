@@ -30,13 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from fipstop.bench.bind.dns import ZONE, free_port, named_conf, write_queries, write_zone
-from fipstop.bench.bind.modes import BindConfig
+from fipstop.bench.bind.modes import NATIVE_MODES, BindConfig
+from fipstop.bench.bind.native import native_named
 from fipstop.bench.bind.procs import build_nullsyslog, find_program, start_capture, start_named, stop_process
 from fipstop.bench.bind.run import log
 from fipstop.bench.results import machine_info, publish
 from fipstop.preload import bind_shim_path, preload_env, shim_path
 
-CALLGRIND_MODES = ("none", "null_syslog", "fips", "fips_bind", "dnstap")
+CALLGRIND_MODES = ("none", "null_syslog", "fips", "fips_bind", "dnstap", "none_native", "fips_native")
 QUERIES = 1000
 TOGGLE = "ns__client_request"
 
@@ -76,6 +77,11 @@ def _run_mode(mode: str, tmp: Path, valgrind: str, named: str, dnsperf: str, nul
     conf = d / "named.conf"
     conf.write_text(named_conf(mode, d, port, zone), encoding="utf-8")
     out = d / "callgrind.out"
+    if mode in NATIVE_MODES:
+        native, reason = native_named()
+        if native is None:
+            return {"status": "skipped", "reason": reason}
+        named = str(native)
     argv = [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}", f"--toggle-collect={TOGGLE}",
             named, "-f", "-c", str(conf), "-n", "2"]
     env = dict(os.environ)
@@ -85,10 +91,10 @@ def _run_mode(mode: str, tmp: Path, valgrind: str, named: str, dnsperf: str, nul
         if nullsyslog is None:
             return {"status": "skipped", "reason": "the no-op syslog(3) did not build"}
         env["LD_PRELOAD"] = str(nullsyslog)
-    elif mode in ("fips", "fips_bind"):
+    elif mode in ("fips", "fips_bind", "fips_native"):
         from fipstop import _fips
 
-        shim = bind_shim_path() if mode == "fips_bind" else shim_path()
+        shim = bind_shim_path() if mode in ("fips_bind", "fips_native") else shim_path()
         if not shim.is_file():
             return {"status": "skipped", "reason": f"{shim} not built"}
         domain = f"cg-{mode}"
@@ -138,7 +144,7 @@ def measure(tmp: Path, shm: Path, modes: tuple[str, ...]) -> dict[str, Any]:
             res[m] = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
         if res[m]["status"] == "ok":
             log(f"  {m}: {res[m]['instructions_per_query']:.0f} instructions per query ({res[m]['calls']} calls)")
-    for base in ("none", "null_syslog"):
+    for base in ("none", "null_syslog", "none_native"):
         b = (res.get(base) or {}).get("instructions_per_query")
         for r in res.values():
             if r.get("status") == "ok" and b:
@@ -150,10 +156,17 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
     m = res.get("modes", {})
     b, f = m.get("fips_bind", {}), m.get("null_syslog", {})
     x = b.get("minus_null_syslog")
+    nv, nn = m.get("fips_native", {}), m.get("none_native", {})
+    y = nv.get("minus_none_native")
     return [{"name": "fips_bind_instructions_vs_null_syslog", "target": "< 0 (below the no-op syslog floor)",
              "measured": x, "pass": (x < 0) if x is not None else None,
              "note": f"instructions per query in {TOGGLE}, fips_bind {b.get('instructions_per_query')} - "
-                     f"null_syslog {f.get('instructions_per_query')}; deterministic, no rounds needed"}]
+                     f"null_syslog {f.get('instructions_per_query')}; deterministic, no rounds needed"},
+            {"name": "fips_native_instructions_vs_none_native", "target": "informational",
+             "measured": y, "pass": None,
+             "note": f"instructions per query in {TOGGLE}, fips_native {nv.get('instructions_per_query')} - "
+                     f"none_native {nn.get('instructions_per_query')} (the same patched named, querylog no); "
+                     "what the native query log costs named"}]
 
 
 def render(doc: dict[str, Any]) -> str:

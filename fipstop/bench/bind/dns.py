@@ -12,6 +12,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from fipstop.bench.bind.modes import NATIVE_MODES
+
 CLIENTS, THREADS, OUTSTANDING = 8, 2, 200
 NAMED_THREADS = 2
 ZONE = "example.test"
@@ -83,7 +85,8 @@ def write_queries(path: Path, n: int = N_QUERY_LINES, seed: int = 3) -> dict[str
 
 
 def named_conf(mode: str, d: Path, port: int, zone_file: Path) -> str:
-    """named.conf for one query-logging mode of the bench."""
+    """named.conf for one query-logging mode of the bench (a native mode: its stock mode's)."""
+    mode = NATIVE_MODES.get(mode, mode)
     if mode == "none":
         return render_named_conf(d, port, zone_file, querylog=False, channels={}, categories={"queries": "null"})
     if mode == "dnstap":

@@ -8,11 +8,15 @@ from typing import Any
 from fipstop.bench.results import Output
 
 SCHEMA = 1
-MODES: tuple[str, ...] = ("none", "null_syslog", "file", "syslog", "fips", "fips_nocons", "fips_bind", "dnstap")
+MODES: tuple[str, ...] = ("none", "null_syslog", "file", "syslog", "fips", "fips_nocons", "fips_bind", "dnstap",
+                          "none_native", "fips_native")
 OPTIONAL_MODES: tuple[str, ...] = ("fips_tail",)
 ALL_MODES = MODES + OPTIONAL_MODES
-FIPS_MODES = ("fips", "fips_nocons", "fips_tail", "fips_bind")
-DRAINED_MODES = ("fips", "fips_bind")  # a C drain consumes the rings
+FIPS_MODES = ("fips", "fips_nocons", "fips_tail", "fips_bind", "fips_native")
+DRAINED_MODES = ("fips", "fips_bind", "fips_native")  # a C drain consumes the rings
+# the modes of the named built with contrib/bind/fips-native.patch (fipstop.bench.bind.native), and the stock mode
+# whose named.conf each uses
+NATIVE_MODES = {"none_native": "none", "fips_native": "fips_bind"}
 DESCRIPTIONS = {
     "none": "querylog no (baseline)",
     "null_syslog": "queries category -> syslog(3) replaced by a no-op (BIND's own query-log cost; transport floor)",
@@ -24,6 +28,9 @@ DESCRIPTIONS = {
     "fips_bind": "queries category taken at ns_client_log (fipstop wrap --bind, libfips_bind.so) -> rings, "
                  "line built once; C drain consumer",
     "dnstap": "querylog no; dnstap { auth query; } -> unix socket -> fstrm_capture (fstrm-bin) -> file",
+    "none_native": "querylog no, the named built with contrib/bind/fips-native.patch (baseline of fips_native)",
+    "fips_native": "the patched named: log_query() hands binary fields to libfips_bind.so (fipstop wrap --bind) -> "
+                   "rings, no string built on the server; the C drain formats each line",
 }
 
 DEFAULT_SECONDS = 10.0
@@ -39,7 +46,9 @@ DISTURBED_CORES = 0.25
 # until the machine is quiet: busy < CALM_CORES over a 1 s sample.
 DEFAULT_CALM_WAIT_S = 60.0
 TARGET_LOGGED = 0.999
-TARGET_BIND_LOGGED = 1.0  # fips_bind: 100.00 % of answered queries logged
+TARGET_BIND_LOGGED = 1.0  # fips_bind, fips_native: 100.00 % of answered queries logged
+TARGET_NATIVE_CPU_US = 0.3  # fips_native: named CPU per query within +0.3 us of querylog no (the same named)
+TARGET_NATIVE_QPS_RATIO = 0.97  # fips_native: >= 97 % of querylog no's queries/s
 MIN_ABBA_ROUNDS = 7  # the CPU-per-query comparison wants >= 7 rounds, order reversed every other one
 
 

@@ -16,6 +16,8 @@ from fipstop.bench.bind.modes import (
     REFERENCE_QPS,
     TARGET_BIND_LOGGED,
     TARGET_LOGGED,
+    TARGET_NATIVE_CPU_US,
+    TARGET_NATIVE_QPS_RATIO,
     TARGET_QPS_RATIO,
     Run,
 )
@@ -124,6 +126,8 @@ def summarize(modes: tuple[str, ...], runs: list[Run]) -> list[dict[str, Any]]:
             named_cpu_us_per_query_median=_med([r.named_cpu_us_per_query for r in ok]),
             cpu_us_per_query_minus_none=paired_cpu_diff(ok, runs, "none"),
             cpu_us_per_query_minus_null_syslog=paired_cpu_diff(ok, runs, "null_syslog"),
+            cpu_us_per_query_minus_none_native=paired_cpu_diff(ok, runs, "none_native"),
+            ratio_to_none_native=paired_ratio(ok, runs, "none_native")[0],
             ring_dropped_total=sum(int((r.ring_load or {}).get("records_dropped") or 0) for r in ok)
             if mode in FIPS_MODES else None,
             dnstap=med.dnstap,
@@ -219,6 +223,29 @@ def targets(results: list[dict[str, Any]], shim_call: dict[str, Any] | None = No
     out.append(t("fips_bind_cpu_vs_none", "informational", dnone.get("median_us"), None,
                  f"us/query over querylog no, median of per-round differences (95 % {dnone.get('ci95_us')}); "
                  "what query logging still costs named with the preload"))
+    nv = by.get("fips_native", {})
+    dnv = nv.get("cpu_us_per_query_minus_none_native") or {}
+    x = dnv.get("median_us")
+    out.append(t("fips_native_cpu_vs_none_native", f"<= +{TARGET_NATIVE_CPU_US} us/query, median of >= "
+                 f"{MIN_ABBA_ROUNDS} ABBA rounds", x,
+                 x is not None and x <= TARGET_NATIVE_CPU_US and dnv.get("rounds", 0) >= MIN_ABBA_ROUNDS,
+                 f"named CPU us/query, fips_native - none_native (the same patched named, querylog no), median of "
+                 f"{dnv.get('rounds')} per-round differences; mean {dnv.get('mean_us')} 95 % {dnv.get('ci95_us')}; "
+                 f"{dnv.get('rounds_below_zero')} rounds below 0"))
+    x = nv.get("ratio_to_none_native")
+    out.append(t("fips_native_qps_vs_none_native", f">= {TARGET_NATIVE_QPS_RATIO:.0%}", x,
+                 x is not None and x >= TARGET_NATIVE_QPS_RATIO,
+                 "median of per-round q/s ratios to none_native (q/s moves +-30 % between runs here)"))
+    x = nv.get("logged_per_answered_min")
+    out.append(t("fips_native_logged_vs_answered", f">= {TARGET_BIND_LOGGED:.2%}, 0 drops", x,
+                 x is not None and x >= TARGET_BIND_LOGGED and nv.get("ring_dropped_total") == 0,
+                 f"worst round; lines the drain formatted and matched / queries answered; ring drops "
+                 f"{nv.get('ring_dropped_total')} over all rounds (must be 0)"))
+    nn = by.get("none_native", {})
+    dnn = nn.get("cpu_us_per_query_minus_none") or {}
+    out.append(t("none_native_cpu_vs_none", "informational", dnn.get("median_us"), None,
+                 "us/query of the rebuilt named (querylog no) over Debian's named (querylog no): what the rebuild "
+                 f"itself changes; 95 % {dnn.get('ci95_us')}"))
     dt = by.get("dnstap", {})
     out.append(t("dnstap_frames_vs_answered", "informational", dt.get("logged_per_answered_min"), None,
                  "worst round; AUTH_QUERY frames (type A, the zone) fstrm_capture wrote / queries answered"))

@@ -49,12 +49,14 @@ from fipstop.bench.bind.modes import (
     DRAINED_MODES,
     FIPS_MODES,
     MODES,
+    NATIVE_MODES,
     QUICK_SECONDS,
     REFERENCE_QPS,
     SCHEMA,
     BindConfig,
     Run,
 )
+from fipstop.bench.bind.native import native_named
 from fipstop.bench.bind.procs import (
     build_drain,
     build_nullsyslog,
@@ -101,6 +103,8 @@ class Bench:
         self.dnsperf = find_program("dnsperf")
         self.rsyslogd = rsyslog.find_rsyslogd()
         self.fstrm_capture = find_program("fstrm_capture")
+        self.native_named: Path | None = None
+        self.native_reason = ""
         self.tmp = Path(tempfile.mkdtemp(prefix="fipstop-bench-bind-"))
         self.tmp.chmod(0o755)
         shm_base = config.shm_dir or os.environ.get("FIPS_SHM_DIR") or "/dev/shm"
@@ -140,8 +144,8 @@ class Bench:
     def parse_load(self, text: str) -> dict[str, Any] | None:
         return parse_dnsperf(text)
 
-    def named_argv(self, conf: Path) -> list[str]:
-        return [self.named or "named", "-f", "-c", str(conf), "-n", str(NAMED_THREADS)]
+    def named_argv(self, conf: Path, named: str | None = None) -> list[str]:
+        return [named or self.named or "named", "-f", "-c", str(conf), "-n", str(NAMED_THREADS)]
 
     def cleanup(self) -> None:
         if self.keep:
@@ -166,6 +170,8 @@ class Bench:
             self.build_info["drain"] = self.drain_info
             if self.drain_reason:
                 self.notes.append(f"C drain unavailable ({self.drain_reason}): mode fips uses `fipstop tail`")
+        if any(m in NATIVE_MODES for m in self.modes):
+            self.native_named, self.native_reason = native_named()
         if "null_syslog" in self.modes:
             self.nullsyslog, self.nullsyslog_reason, info = build_nullsyslog()
             self.build_info["nullsyslog"] = info
@@ -175,6 +181,9 @@ class Bench:
             if self.rsyslogd
             else None,
         }
+        if self.native_named is not None:
+            self.versions["named_native"] = tool_version([str(self.native_named), "-v"], r"(BIND .*)")
+            self.versions["named_native_path"] = str(self.native_named)
 
     # -- processes ------------------------------------------------------------ #
     def _start_tail(self, domain: str, name: str) -> tuple[subprocess.Popen | None, str | None]:
@@ -243,6 +252,10 @@ class Bench:
         helper_pid: int | None = None
         try:
             argv = self.named_argv(conf)
+            if mode in NATIVE_MODES:
+                if self.native_named is None:
+                    return self._fail(run, self.native_reason, "skipped")
+                argv = self.named_argv(conf, str(self.native_named))
             if mode == "syslog":
                 why = rsyslog.devlog_reason()
                 if why:
@@ -252,7 +265,7 @@ class Bench:
                     return self._fail(run, why or "rsyslogd failed", "error" if self.rsyslogd else "skipped")
                 argv = rsyslog.devlog_argv(rs.sock, d, argv)
                 run.helper, helper_pid = "rsyslogd", rs.pid
-            elif mode == "fips_bind":
+            elif mode in ("fips_bind", "fips_native"):
                 if not bind_shim_path().is_file():
                     return self._fail(run, f"{bind_shim_path()} not built (apt-get install bind9-dev; make lib)",
                                       "skipped")
@@ -378,6 +391,10 @@ class Bench:
                         return self._fail(run, "drain gave no result", "error")
                     run.consumer = {"kind": "C drain", **c}
                     run.log_lines = int(c["matched"])
+                    if c.get("invalid") or c.get("format_mismatched"):
+                        return self._fail(run, f"drain: {c.get('invalid')} binary query records did not validate, "
+                                               f"{c.get('format_mismatched')} formatted lines disagreed with the "
+                                               "binary match", "error")
                 else:
                     run.log_lines = run.ring_load["records_committed"]
                 helper = None

@@ -34,7 +34,7 @@ from fipstop.bench.results import machine_info, publish
 from fipstop.errors import FipsError
 
 CLIENTS_SRC = source("bind/clients.c")
-DEFAULT_SCALING_MODES = ("none", "fips", "fips_bind", "dnstap")
+DEFAULT_SCALING_MODES = ("none", "fips", "fips_bind", "dnstap", "fips_native")
 SCALING_SECONDS = 4.0
 QUICK_SCALING_SECONDS = 1.0
 MAX_EXPONENT = 20
