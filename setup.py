@@ -60,6 +60,13 @@ BIND_VERSION_SCRIPT = (
     " fips_syslog_dropped; ns_client_log; ns_client_logv; fips_bind_lines; fips_bind_active;"
     " fips_bind_native_refused;\n  local: *;\n};\n"
 )
+# The same file for a named built with contrib/bind/fips-native.patch (scripts/build-named-native.sh): only its
+# binary query hook, ns_client_log/ns_client_logv not exported (so not interposed: libns keeps its direct calls).
+BIND_NATIVE_SHIM = "libfips_bindq.so"
+BIND_NATIVE_VERSION_SCRIPT = (
+    "{\n  global: openlog; closelog; setlogmask; syslog; vsyslog; __syslog_chk; __vsyslog_chk;"
+    " fips_syslog_dropped; fips_bind_lines; fips_bind_active; fips_bind_native_refused;\n  local: *;\n};\n"
+)
 # `fipstop demo`'s producer: a C program linked to libfips.so (rpath $ORIGIN,
 # so it runs from fipstop/lib/ wherever the package is installed).
 DEMO = "fips-demo-producer"
@@ -93,7 +100,7 @@ class build_ext(_build_ext):
         d = self._lib_build_dir()
         outs = [os.path.join(d, SONAME), os.path.join(d, LINKNAME), os.path.join(d, SHIM), os.path.join(d, DEMO)]
         if _bind_libns() is not None:
-            outs.append(os.path.join(d, BIND_SHIM))
+            outs += [os.path.join(d, BIND_SHIM), os.path.join(d, BIND_NATIVE_SHIM)]
         return outs
 
     def _header_outputs(self) -> list[str]:
@@ -158,6 +165,10 @@ class build_ext(_build_ext):
             self._build_shared(BIND_SOURCES, BIND_SHIM, BIND_VERSION_SCRIPT, out_dir, ext, ["dl"],
                                macros=[("FIPS_BIND_LIBNS", f'"{libns}"'), ("HAVE_STDATOMIC_H", "1")],
                                extra_depends=BIND_DEPENDS)
+            self._build_shared(BIND_SOURCES, BIND_NATIVE_SHIM, BIND_NATIVE_VERSION_SCRIPT, out_dir, ext, ["dl"],
+                               macros=[("FIPS_BIND_LIBNS", f'"{libns}"'), ("HAVE_STDATOMIC_H", "1"),
+                                       ("FIPS_BIND_NATIVE_ONLY", "1")],
+                               extra_depends=BIND_DEPENDS)
         self._build_demo(out_dir, ext)
         for header, out in zip(PUBLIC_HEADERS, self._header_outputs()):
             _replace_copy(header, out)
@@ -169,6 +180,7 @@ class build_ext(_build_ext):
             _replace_copy(os.path.join(out_dir, SHIM), os.path.join(src, SHIM))
             if libns is not None:
                 _replace_copy(os.path.join(out_dir, BIND_SHIM), os.path.join(src, BIND_SHIM))
+                _replace_copy(os.path.join(out_dir, BIND_NATIVE_SHIM), os.path.join(src, BIND_NATIVE_SHIM))
             _replace_copy(os.path.join(out_dir, DEMO), os.path.join(src, DEMO))
             inc = self._include_source_dir()
             for out in self._header_outputs():

@@ -55,7 +55,7 @@ class Jail:
         """Drop expired entries (at most ``slots`` looked at)."""
     def unban(self, ip: str, /) -> bool:
         """Forget an address's state; True if it was tracked."""
-    def match(self, line: bytes, /) -> tuple[str, str | None]:
+    def match(self, line: bytes | memoryview, /) -> tuple[str, str | None]:
         """(result, ip) for one line; counts nothing."""
     def check(self, line: bytes, source: int = 0, ts_ns: int = 0, nodate: bool = False) -> dict[str, Any]:
         """What fail2ban-regex reports for one line (result, ip, host, regex, ignore, groups, date, line,

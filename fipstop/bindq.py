@@ -14,13 +14,13 @@ MAGIC = b"FQB"
 INVALID = b"[invalid binary query record] "
 
 
-def record_text(data: bytes, flags: int) -> bytes:
+def record_text(data: bytes | memoryview, flags: int) -> bytes | memoryview:
     """The record's text: BIND's line for a valid binary query record, the bytes marked ``[invalid binary query
     record]`` for one that carries the magic but does not validate (shared memory is hostile input), else the
     payload as it is."""
     from fipstop import _fips
 
-    if not flags & _fips.REC_BIND_QUERY or not data.startswith(MAGIC):
+    if not flags & _fips.REC_BIND_QUERY or bytes(data[:3]) != MAGIC:  # data may be a Record's memoryview
         return data
     text = _fips.format_bind_query(data)
-    return text if text is not None else INVALID + data
+    return text if text is not None else INVALID + bytes(data)

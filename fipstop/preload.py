@@ -18,12 +18,17 @@ from pathlib import Path
 
 from fipstop.errors import FipsError
 
-__all__ = ["BIND_FACILITIES", "BIND_SHIM_NAME", "SHIM_NAME", "SYSLOG_FUNCTIONS", "bind_shim_path",
+__all__ = ["BIND_FACILITIES", "BIND_NATIVE_SHIM_NAME", "BIND_SHIM_NAME", "SHIM_NAME", "SYSLOG_FUNCTIONS",
+           "bind_native_shim_path", "bind_shim_path", "has_native_query_hook",
            "check_preloadable", "elf_kind", "file_capabilities", "imported_functions", "preload_env", "shim_path"]
 
 SHIM_NAME = "libfips_syslog.so"
 #: the drop-in plus BIND 9's ns_client_log/ns_client_logv (fipstop/csrc/fips_bind.c), built where bind9-dev is
 BIND_SHIM_NAME = "libfips_bind.so"
+#: fips_bind.c built for a named patched with contrib/bind/fips-native.patch: only the binary query hook
+BIND_NATIVE_SHIM_NAME = "libfips_bindq.so"
+#: the symbol the patched libns defines (fipstop/csrc/fips_bindq.h)
+NATIVE_HOOK = b"ns_fips_query_hook"
 #: the facility names FIPS_BIND_FACILITY takes (fips_bind.c's table)
 BIND_FACILITIES = ("kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron", "authpriv",
                    "ftp", *(f"local{i}" for i in range(8)))
@@ -40,6 +45,29 @@ def shim_path() -> Path:
 def bind_shim_path() -> Path:
     """Where the build put the BIND preload (absent when bind9-dev was not installed at build time)."""
     return Path(__file__).resolve().parent / "lib" / BIND_SHIM_NAME
+
+
+def bind_native_shim_path() -> Path:
+    """Where the build put the BIND preload for the patched named (beside libfips_bind.so)."""
+    return Path(__file__).resolve().parent / "lib" / BIND_NATIVE_SHIM_NAME
+
+
+def has_native_query_hook(libs: list[str]) -> bool:
+    """Whether one of ``libs`` (a program's own libraries) is a libns patched with contrib/bind/fips-native.patch:
+    its dynamic string table names ns_fips_query_hook.  A byte search, not a symbol lookup: the preload checks with
+    dlsym at load time and says so in one line when it is wrong."""
+    for lib in libs:
+        if os.path.basename(lib).startswith("libns"):
+            try:
+                size = os.path.getsize(lib)
+                if size > _MAX_ELF_TABLE:
+                    continue
+                with open(lib, "rb") as f:
+                    if NATIVE_HOOK + b"\0" in f.read():
+                        return True
+            except OSError:
+                continue
+    return False
 
 
 def elf_kind(path: str) -> str:

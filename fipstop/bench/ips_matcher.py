@@ -22,6 +22,7 @@ from fipstop.bench.ips_lines import _fill, query_line
 
 REPO = Path(__file__).resolve().parents[2]
 MATCHER_SRC = "fipstop/csrc/ips_match.c"
+MATCHER_INCLUDES = ("fipstop/csrc/fips_bindq_fmt.c", "fipstop/csrc/fips_bindq.h")
 FILTERS_SRC = "fipstop/ips/filters.py"
 EXT_FLAGS = ("-O2", "-std=gnu11", "-fPIC", "-shared", "-pthread")
 
@@ -110,6 +111,11 @@ def _matcher_runs(shm: str, per_variant: int, rev: str, rounds: int, tmp: Path, 
 
     prev_src = tmp / "ips_match_prev.c"
     prev_src.write_text(_git("show", f"{rev}:{MATCHER_SRC}"))
+    # what that revision's matcher #includes beside it (from fips_bindq_fmt.c on: the BIND query records' formatter)
+    listed = set(_git("ls-tree", "--name-only", rev, "fipstop/csrc/").split())
+    for dep in MATCHER_INCLUDES:
+        if dep in listed:
+            (tmp / Path(dep).name).write_text(_git("show", f"{rev}:{dep}"))
     prev, build = _build_matcher(prev_src, "_ipsfast_prev", tmp)
     cur, _ = _build_matcher(REPO / MATCHER_SRC, "_ipsfast_cur", tmp)
     prev_text = prev_src.read_text()

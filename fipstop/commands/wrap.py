@@ -95,7 +95,16 @@ def run(args: argparse.Namespace) -> int:
     if exe is None:
         raise FipsError(f"wrap: {cmd[0]}: command not found")
     from fipstop import _fips
-    from fipstop.preload import BIND_FACILITIES, bind_shim_path, check_preloadable, preload_env, shim_path
+    from fipstop.elfdyn import own_libraries
+    from fipstop.preload import (
+        BIND_FACILITIES,
+        bind_native_shim_path,
+        bind_shim_path,
+        check_preloadable,
+        has_native_query_hook,
+        preload_env,
+        shim_path,
+    )
 
     if args.facility is not None and not args.bind:
         raise FipsError("wrap: --facility needs --bind (the syslog drop-in takes the facility from the program)")
@@ -104,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
                         f"choose from {', '.join(BIND_FACILITIES)}")
     check_preloadable(exe)
     shim = bind_shim_path() if args.bind else shim_path()
+    native = args.bind and has_native_query_hook(own_libraries(exe) or [])
+    if native and bind_native_shim_path().exists():
+        shim = bind_native_shim_path()  # the patched named: its binary hook, libns's own calls left direct
     if not shim.exists():
         why = " (it is built only where BIND's headers are: apt-get install bind9-dev)" if args.bind else ""
         raise FipsError(f"{shim} is missing: build it with `make lib`{why}")
@@ -117,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         raise FipsError(str(exc)) from None
 
     warn_if_not_syslog(exe, args.domain)  # last: only when it does run
-    if args.bind:
+    if args.bind and not native:
         warn_if_bind_cannot_interpose(exe)
     env = preload_env(os.environ, domain=args.domain, shm_dir=_fips.shm_dir(args.shm_dir), missing=args.missing,
                       ring_size=args.ring_size, shim=shim)

@@ -43,6 +43,14 @@
  *   FIPS_BIND_VERIFY    1: also pass every line taken here on to BIND (for
  *                       tests: the ring then holds BIND's copy next to ours)
  *
+ * Built twice (setup.py): libfips_bind.so exports ns_client_log and
+ * ns_client_logv (the string path above, for stock named, and the binary hook
+ * below when the named is patched); libfips_bindq.so (FIPS_BIND_NATIVE_ONLY)
+ * exports neither, so in a patched named libns's own calls stay direct: ~6
+ * debug-level ns_client_log calls a query cost nothing extra (measured: ~90
+ * instructions a query through the wrapper).  `fipstop wrap --bind` picks
+ * libfips_bindq.so when named's libns defines ns_fips_query_hook.
+ *
  * Semantics that differ from BIND's own path: the queries category's info
  * lines go to the rings whatever channel named.conf gives the category (a
  * `category queries { null; };` with `querylog yes` still logs them here),
@@ -204,6 +212,12 @@ __attribute__((constructor)) static void bind_init(void)
      * over in binary before formatting anything: take them there, and leave
      * ns_client_log to BIND (this file's headers are not that libns's). */
     bq_hook_t *hook = (bq_hook_t *)dlsym(RTLD_DEFAULT, "ns_fips_query_hook");
+#ifdef FIPS_BIND_NATIVE_ONLY
+    if (!hook) {
+        bind_say("no ns_fips_query_hook in this process", "(not a named built with contrib/bind/fips-native.patch)");
+        return;
+    }
+#endif
     if (hook) {
         /* ns_client_log stays interposed (this file defines it): keep its
          * isc_log_wouldlog test, or every debug-level call of libns would be

@@ -15,13 +15,14 @@
  * lib/dns/code.h), isc_sockaddr_format / isc_netaddr_format (inet_ntop, "%zone"
  * for a scoped IPv6 address), dns_ecs_format, glibc's "%p".  The oracles: the
  * patched named in FIPS_BIND_VERIFY mode logs its own line after each record
- * (tests/integration/test_bind_native.py), and Debian's libdns formats every
- * type and class (tests/unit/test_bindq_format.py).
+ * (tests/integration/test_bind_preload.py), and BIND 9.18.49's own libdns
+ * formats every type and class and random names (tests/unit/test_bindq_format.py).
  *
- * The record is hostile input (shared memory): every length is checked against
- * the record's size, names must be valid uncompressed wire format, unknown
- * versions and flags are refused.  A refused record is not formatted (the
- * caller shows it raw).
+ * The record is hostile input (shared memory): it is copied out once, then
+ * every length is checked against the record's size, names must be valid
+ * uncompressed wire format, unknown versions and flags are refused.  A refused
+ * record is not formatted (the caller shows it raw).  fips_bindq_parse reads
+ * its argument in place: give it a private copy.
  */
 #include <arpa/inet.h>
 #include <stddef.h>
@@ -119,13 +120,15 @@ static int fipsbq_name_ok(const uint8_t *w, size_t n)
     return 0;
 }
 
-/* dns_name_format of a name fipsbq_name_ok accepted (at most 1004 characters) */
+/* dns_name_format of a name fipsbq_name_ok accepted (at most 1003 characters);
+ * bounded by n whatever the bytes say */
 static size_t fipsbq_put_name(char *b, const uint8_t *w, size_t n)
 {
     if (n == 1) { b[0] = '.'; return 1; } /* the root */
     size_t o = 0, i = 0;
     while (i < n && w[i] != 0) {
         uint8_t l = w[i++];
+        if (l > 63 || i + l >= n) break;
         for (uint8_t k = 0; k < l; k++) {
             uint8_t c = w[i++];
             switch (c) {
@@ -146,7 +149,7 @@ static size_t fipsbq_put_name(char *b, const uint8_t *w, size_t n)
         }
         b[o++] = '.';
     }
-    return o - 1; /* the final dot omitted */
+    return o ? o - 1 : 0; /* the final dot omitted */
 }
 
 /* isc_netaddr_format of an IPv4 (family 4) or IPv6 address */
@@ -207,10 +210,17 @@ static int fips_bindq_parse(const uint8_t *p, size_t n, struct fipsbq_head *hp)
 /* The line of record p[0..n) into out (cap >= FIPSBQ_TEXT_MAX), no NUL.
  * Returns its length, or -1 when the record is not a valid binary query
  * record of a version this file knows. */
-static long fips_bindq_format(const uint8_t *p, size_t n, char *out, size_t cap)
+static long fips_bindq_format(const uint8_t *rec, size_t n, char *out, size_t cap)
 {
+    /* One copy out of the ring first: the record is shared memory, and a
+     * writer that changed a length byte between the checks below and the
+     * formatting would send it past the record and the line (review of the
+     * first version: an ASan overflow with a thread flipping a label length). */
+    uint8_t p[FIPSBQ_MAX];
     struct fipsbq_head h;
-    if (cap < FIPSBQ_TEXT_MAX || fips_bindq_parse(p, n, &h) < 0) return -1;
+    if (cap < FIPSBQ_TEXT_MAX || n > sizeof p) return -1;
+    memcpy(p, rec, n);
+    if (fips_bindq_parse(p, n, &h) < 0) return -1;
     const uint8_t *qn = p + FIPSBQ_HEAD_SIZE, *oq = qn + h.qname_len, *sg = oq + h.origq_len;
     const uint8_t *vw = sg + h.signer_len, *id = vw + h.view_len;
 

@@ -68,12 +68,21 @@ SINGLE = [["+tcp", f"h2.{ZONE}", "A"], ["-y", f"hmac-sha256:fipskey:{SECRET}", f
           ["-c", "CH", "-t", "TXT", "version.bind"]]
 
 
+#: the LD_PRELOAD of the last named _run_named started (which preload `fipstop wrap --bind` chose)
+PRELOADED: list[str] = []
+
+
+# over IPv6 loopback (peer and destination ::1): UDP, TCP, an IPv6 ECS option
+SINGLE_V6 = [["@::1", f"h1.{ZONE}", "A"], ["@::1", "+tcp", f"h2.{ZONE}", "AAAA"],
+             ["@::1", "+subnet=2001:db8:1::/48", f"h3.{ZONE}", "A"]]
+
+
 def _fipstop_argv() -> list[str]:
     exe = Path(sys.executable).parent / "fipstop"
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "fipstop"]
 
 
-def _named_conf(d: Path, port: int, view: bool) -> Path:
+def _named_conf(d: Path, port: int, view: bool, v6: bool = False) -> Path:
     zone = d / f"{ZONE}.zone"
     zone.write_text("\n".join([
         "$TTL 300",
@@ -92,7 +101,7 @@ options {{
     pid-file "{d}/named.pid";
     session-keyfile "{d}/session.key";
     listen-on port {port} {{ 127.0.0.1; }};
-    listen-on-v6 {{ none; }};
+    listen-on-v6 {f"port {port} {{ ::1; }}" if v6 else "{ none; }"};
     recursion no;
     dnssec-validation no;
     notify no;
@@ -113,7 +122,7 @@ logging {{
 
 
 def _run_named(tmp: Path, *, verify: bool, view: bool = False, preload: list[str] | None = None,
-               named: str | None = NAMED) -> tuple[list[tuple[int, int, bytes]], list[str], int, str]:
+               named: str | None = NAMED, v6: bool = False) -> tuple[list[tuple[int, int, bytes]], list[str], int, str]:
     """``named`` under `fipstop wrap --bind` (or, with ``preload``, with exactly
     that LD_PRELOAD), the QUERIES sent with one dig batch; (ring records
     (ring, flags, payload), the file channel's query lines without their
@@ -130,7 +139,7 @@ def _run_named(tmp: Path, *, verify: bool, view: bool = False, preload: list[str
     shm = tmp / "shm"
     shm.mkdir()
     port = free_port()
-    conf = _named_conf(d, port, view)
+    conf = _named_conf(d, port, view, v6)
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     if verify:
         env["FIPS_BIND_VERIFY"] = "1"
@@ -143,13 +152,17 @@ def _run_named(tmp: Path, *, verify: bool, view: bool = False, preload: list[str
     proc, why = start_named(argv, d, port, env)
     assert proc is not None, why
     try:
+        environ = Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
+        PRELOADED[:] = [e.split(b"=", 1)[1].decode() for e in environ if e.startswith(b"LD_PRELOAD=")]
         batch = d / "batch.txt"
         batch.write_text("".join(f"{q}\n" for q in QUERIES), encoding="utf-8")
         r = subprocess.run([DIG, "@127.0.0.1", "-p", str(port), "+time=2", "+tries=2", "-f", str(batch)],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
-        for args in SINGLE:
-            r = subprocess.run([DIG, "@127.0.0.1", "-p", str(port), "+time=2", "+tries=2", *args],
+        for args in SINGLE + (SINGLE_V6 if v6 else []):
+            server = args[0] if args[0].startswith("@") else "@127.0.0.1"
+            r = subprocess.run([DIG, server, "-p", str(port), "+time=2", "+tries=2",
+                                *(a for a in args if not a.startswith("@"))],
                                capture_output=True, text=True, timeout=30)
             assert r.returncode == 0, r.stderr
         pid = proc.pid
@@ -217,8 +230,8 @@ def _expected_needles(view: bool) -> tuple[str, ...]:
             ) + ((": view inside: query: ",) if view else ())
 
 
-@pytest.mark.parametrize("view", [False, True], ids=["no-view", "view"])
-def test_native_records_format_to_binds_own_lines(tmp_path: Path, view: bool) -> None:
+@pytest.mark.parametrize("view,v6", [(False, False), (True, False), (False, True)], ids=["no-view", "view", "ipv6"])
+def test_native_records_format_to_binds_own_lines(tmp_path: Path, view: bool, v6: bool) -> None:
     """The patched named (contrib/bind/fips-native.patch) under `fipstop wrap
     --bind`, verifying: each query's binary record (flag REC_BIND_QUERY) is
     followed in its ring by BIND's own line through the drop-in, and the
@@ -226,7 +239,7 @@ def test_native_records_format_to_binds_own_lines(tmp_path: Path, view: bool) ->
     dashboard use) must give those bytes exactly, for every field of the line."""
     from fipstop import _fips
 
-    records, file_lines, pid, out = _run_named(tmp_path, verify=True, view=view, named=_native_named())
+    records, file_lines, pid, out = _run_named(tmp_path, verify=True, view=view, named=_native_named(), v6=v6)
     assert "fipstop wrap --bind" not in out, out
     by_ring: dict[int, list[tuple[int, bytes]]] = {}
     for ring, flags, p in records:
@@ -246,10 +259,13 @@ def test_native_records_format_to_binds_own_lines(tmp_path: Path, view: bool) ->
     head = f"<30>named[{pid}]: "
     assert all(t.startswith(head) for t in formatted)
     assert Counter(t[len(head):] for t in formatted) == Counter(file_lines)
-    assert pairs >= len(QUERIES) + len(SINGLE)
+    assert pairs >= len(QUERIES) + len(SINGLE) + (len(SINGLE_V6) if v6 else 0)
     joined = "\n".join(file_lines)
     for needle in _expected_needles(view):
         assert needle in joined, needle
+    if v6:
+        for needle in ("client @0x", " ::1#", "(::1)", "IN AAAA +E(0)TK (::1)", "(::1) [ECS 2001:db8:1::/48/0]"):
+            assert needle in joined, needle
 
 
 def test_native_named_logs_binary_only_and_ips_matches_it(tmp_path: Path) -> None:
@@ -261,6 +277,8 @@ def test_native_named_logs_binary_only_and_ips_matches_it(tmp_path: Path) -> Non
 
     records, file_lines, pid, out = _run_named(tmp_path, verify=False, named=_native_named())
     assert "fipstop wrap --bind" not in out, out
+    # wrap chose the preload that leaves libns's own ns_client_log calls direct
+    assert PRELOADED and PRELOADED[0].endswith("/libfips_bindq.so"), PRELOADED
     assert file_lines == []
     binary = [p for _, f, p in records if f & _fips.REC_BIND_QUERY]
     assert not [p for _, f, p in records if not f & _fips.REC_BIND_QUERY and b": query: " in p]

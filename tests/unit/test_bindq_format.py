@@ -170,3 +170,27 @@ def test_record_text_leaves_other_programs_records_alone() -> None:
     assert record_text(record(), flag).startswith(b"<30>named[4242]: client @0x")
     broken = record()[:50]
     assert record_text(broken, flag) == INVALID + broken
+
+
+def test_wrap_recognises_a_patched_libns_by_its_hook_symbol(tmp_path: Path) -> None:
+    """`fipstop wrap --bind` picks libfips_bindq.so for a named whose own libns names ns_fips_query_hook; any other
+    library, or a libns without it, keeps libfips_bind.so."""
+    from fipstop.preload import has_native_query_hook
+
+    patched, stock, other = tmp_path / "libns-9.18.49.so", tmp_path / "libns-9.18.49-1-Debian.so", tmp_path / "libx.so"
+    patched.write_bytes(b"\x7fELF....\0ns_client_log\0ns_fips_query_hook\0isc_log_write\0")
+    stock.write_bytes(b"\x7fELF....\0ns_client_log\0ns_fips_query_hookX\0")
+    other.write_bytes(b"\x7fELF\0ns_fips_query_hook\0")
+    assert has_native_query_hook([str(stock), str(patched)])
+    assert not has_native_query_hook([str(stock), str(other), str(tmp_path / "libns-missing.so")])
+    assert not has_native_query_hook([])
+
+
+def test_record_text_takes_a_records_memoryview() -> None:
+    """fipstop tail and the ips range path pass ``Record.data``, a memoryview into the ring."""
+    flag = _fips.REC_BIND_QUERY
+    assert record_text(memoryview(record()), flag).startswith(b"<30>named[4242]: client @0x")
+    broken = record()[:50]
+    assert record_text(memoryview(broken), flag) == INVALID + broken
+    other = memoryview(b"another program's record")
+    assert record_text(other, flag) is other

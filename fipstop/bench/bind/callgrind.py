@@ -35,7 +35,7 @@ from fipstop.bench.bind.native import native_named
 from fipstop.bench.bind.procs import build_nullsyslog, find_program, start_capture, start_named, stop_process
 from fipstop.bench.bind.run import log
 from fipstop.bench.results import machine_info, publish
-from fipstop.preload import bind_shim_path, preload_env, shim_path
+from fipstop.preload import bind_native_shim_path, bind_shim_path, preload_env, shim_path
 
 CALLGRIND_MODES = ("none", "null_syslog", "fips", "fips_bind", "dnstap", "none_native", "fips_native")
 QUERIES = 1000
@@ -94,7 +94,7 @@ def _run_mode(mode: str, tmp: Path, valgrind: str, named: str, dnsperf: str, nul
     elif mode in ("fips", "fips_bind", "fips_native"):
         from fipstop import _fips
 
-        shim = bind_shim_path() if mode in ("fips_bind", "fips_native") else shim_path()
+        shim = {"fips_bind": bind_shim_path(), "fips_native": bind_native_shim_path()}.get(mode, shim_path())
         if not shim.is_file():
             return {"status": "skipped", "reason": f"{shim} not built"}
         domain = f"cg-{mode}"

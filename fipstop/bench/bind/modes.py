@@ -29,8 +29,9 @@ DESCRIPTIONS = {
                  "line built once; C drain consumer",
     "dnstap": "querylog no; dnstap { auth query; } -> unix socket -> fstrm_capture (fstrm-bin) -> file",
     "none_native": "querylog no, the named built with contrib/bind/fips-native.patch (baseline of fips_native)",
-    "fips_native": "the patched named: log_query() hands binary fields to libfips_bind.so (fipstop wrap --bind) -> "
-                   "rings, no string built on the server; the C drain formats each line",
+    "fips_native": "the patched named: log_query() hands binary fields to libfips_bindq.so (fipstop wrap --bind) "
+                   "-> rings, no string built on the server; the C drain matches the binary fields (1 in 64 also "
+                   "formatted)",
 }
 
 DEFAULT_SECONDS = 10.0

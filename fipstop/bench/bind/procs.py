@@ -43,8 +43,8 @@ def tool_version(argv: list[str], pattern: str) -> str | None:
 
 
 def build_drain(cache_dir: Path | None = None) -> tuple[Path | None, str | None, dict[str, Any]]:
-    """bench/bind/drain.c + fips.c: the C consumer of the fips modes (it formats the native modes' binary
-    records with fipstop/csrc/fips_bindq_fmt.c before it looks for the token, as every consumer of them must)."""
+    """bench/bind/drain.c + fips.c: the C consumer of the fips modes (the native mode's binary records it matches on
+    their fields, as an IPS can, and formats one in 64 with fipstop/csrc/fips_bindq_fmt.c to cross-check)."""
     csrc = FIPS_SRC.parent
     return build_c("binddrain", (DRAIN_SRC, FIPS_SRC), cache_dir=cache_dir,
                    depends=(csrc / "fips_bindq_fmt.c", csrc / "fips_bindq.h"))

@@ -239,7 +239,8 @@ def targets(results: list[dict[str, Any]], shim_call: dict[str, Any] | None = No
     x = nv.get("logged_per_answered_min")
     out.append(t("fips_native_logged_vs_answered", f">= {TARGET_BIND_LOGGED:.2%}, 0 drops", x,
                  x is not None and x >= TARGET_BIND_LOGGED and nv.get("ring_dropped_total") == 0,
-                 f"worst round; lines the drain formatted and matched / queries answered; ring drops "
+                 f"worst round; records the drain matched on their fields (type A, class IN, the zone) / queries "
+                 f"answered; ring drops "
                  f"{nv.get('ring_dropped_total')} over all rounds (must be 0)"))
     nn = by.get("none_native", {})
     dnn = nn.get("cpu_us_per_query_minus_none") or {}
