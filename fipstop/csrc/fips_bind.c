@@ -46,9 +46,11 @@
  * Built twice (setup.py): libfips_bind.so exports ns_client_log and
  * ns_client_logv (the string path above, for stock named, and the binary hook
  * below when the named is patched); libfips_bindq.so (FIPS_BIND_NATIVE_ONLY)
- * exports neither, so in a patched named libns's own calls stay direct: ~6
- * debug-level ns_client_log calls a query cost nothing extra (measured: ~90
- * instructions a query through the wrapper).  `fipstop wrap --bind` picks
+ * exports neither, so in a patched named libns's own debug-level
+ * ns_client_log calls stay direct and untouched by the preload (callgrind
+ * counts both builds the same within a few instructions a query: 19 402 and
+ * 19 408 in bench/results/bind-callgrind-20261203T183351Z / T190505Z; the
+ * point is leaving libns alone, not speed).  `fipstop wrap --bind` picks
  * libfips_bindq.so when named's libns defines ns_fips_query_hook.
  *
  * Semantics that differ from BIND's own path: the queries category's info

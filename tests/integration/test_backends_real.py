@@ -180,8 +180,18 @@ def test_fail2ban_lag_grows_in_bytes_and_seconds(tmp_path: Path) -> None:
                 w.write(chunk)
                 w.flush()
                 time.sleep(0.02)
-            assert _wait(lambda: (r := mine(probe.sample())) is not None and r.pos_bytes > 0, timeout=15), \
-                "fail2ban-server was never seen reading the log"
+            # fail2ban's polling backend opens the file only while it reads (FileContainer.open/close around each
+            # poll): keep feeding it so that a poll is in progress when the probe looks (CI once saw every 50 ms
+            # look fall between reads for 15 s)
+            def reading() -> bool:
+                r = mine(probe.sample())
+                if r is not None and r.pos_bytes > 0:
+                    return True
+                w.write(chunk)
+                w.flush()
+                return False
+
+            assert _wait(reading, timeout=30), "fail2ban-server was never seen reading the log"
             # the oracle: a stopped fail2ban-server reads nothing, so every byte written meanwhile is lag, and the
             # lag is the file's size less the position it stopped at, exactly (how fast it reads on this host no
             # longer matters: CI once saw it keep pace with 19 MB/s)
