@@ -1026,6 +1026,47 @@ static int do_pingpong(const struct opts *o)
     return 0;
 }
 
+/* ---- stall --------------------------------------------------------------- */
+/* The machine's own floor for keep-up (issue 21): a thread pinned to --cpu
+ * that does nothing but read the clock for --duration seconds, and the gaps
+ * between two of its reads.  A gap is time the CPU was taken from it (an
+ * interrupt, another task, the hypervisor running another guest): any
+ * consumer on that CPU loses at least as much, and a ring of C bytes filled
+ * at R bytes/s overflows in a gap longer than C / R however fast the consumer
+ * reads.  Prints the longest gap, the time lost, and how many gaps passed
+ * each of STALL_EDGES. */
+static const uint64_t STALL_EDGES[] = {10000, 50000, 100000, 250000, 500000, 1000000, 2000000, 5000000};
+#define N_STALL_EDGES (sizeof STALL_EDGES / sizeof STALL_EDGES[0])
+static int do_stall(const struct opts *o)
+{
+    int pin_rc = pin_cpu(o->cpu);
+    const uint64_t t_start = mono_ns(), t_end = t_start + (uint64_t)(o->duration * 1e9);
+    uint64_t max_gap = 0, lost = 0, reads = 0, t_prev = t_start;
+    uint64_t over[N_STALL_EDGES] = {0};
+    for (;;) {
+        const uint64_t t = mono_ns();
+        const uint64_t gap = t - t_prev;
+        t_prev = t;
+        reads++;
+        if (gap > max_gap) max_gap = gap;
+        if (gap >= STALL_EDGES[0]) {
+            lost += gap;
+            for (size_t i = 0; i < N_STALL_EDGES && gap >= STALL_EDGES[i]; i++) over[i]++;
+        }
+        if (t >= t_end) break;
+    }
+    const uint64_t wall = t_prev - t_start;
+    printf("{\"role\": \"stall\", \"cpu\": %d, \"pin_ok\": %s, \"wall_ns\": %llu, \"reads\": %llu, "
+           "\"max_gap_ns\": %llu, \"lost_ns\": %llu, \"gaps_over\": {",
+           o->cpu, (o->cpu < 0 || pin_rc == 0) ? "true" : "false", (unsigned long long)wall,
+           (unsigned long long)reads, (unsigned long long)max_gap, (unsigned long long)lost);
+    for (size_t i = 0; i < N_STALL_EDGES; i++)
+        printf("%s\"%llu\": %llu", i ? ", " : "", (unsigned long long)STALL_EDGES[i], (unsigned long long)over[i]);
+    printf("}}\n");
+    fflush(stdout);
+    return 0;
+}
+
 static int do_monitor(const struct opts *o)
 {
     install_stop();
@@ -1065,6 +1106,7 @@ int main(int argc, char **argv)
     if (!strcmp(o.role, "snap")) return do_snap(&o);
     if (!strcmp(o.role, "monitor")) return do_monitor(&o);
     if (!strcmp(o.role, "pingpong")) return do_pingpong(&o);
-    fprintf(stderr, "usage: ringbench produce|consume|recv|hold|snap|monitor [options]\n");
+    if (!strcmp(o.role, "stall")) return do_stall(&o);
+    fprintf(stderr, "usage: ringbench produce|consume|recv|hold|snap|monitor|pingpong|stall [options]\n");
     return 2;
 }

@@ -258,6 +258,7 @@ def test_peers_and_regime_in_the_same_run(tiny_run: tuple[dict, str]) -> None:
             1 for r in doc["results"] if r["status"] == "skipped")
         assert by[("fips_c", 128)]["regime"] in ("fast", "slow")
     assert doc["keepup"] == []  # tiny mode: no keep-up search
+    assert doc["keepup_stall_floor"] is None  # nor its stall floor
 
 
 def test_keepup_search_bisects_to_the_boundary() -> None:
@@ -299,3 +300,51 @@ def test_keepup_stall_ceiling() -> None:
     k = keepup.search("fips_c", 128, 1e6, probe, ring_capacity=1 << 20)
     assert k["probes"][0]["consumer_max_gap_ns"] == 2_000_000
     assert k["probes"][0]["stall_ceiling_per_s"] == pytest.approx(keepup.stall_ceiling(1 << 20, 128, 2e6))
+
+
+def test_stall_probe_sees_the_time_a_competitor_takes(tmp_path: Path) -> None:
+    """The stall floor (stall.py) is time the CPU was taken from a spinning thread: with a busy process
+    pinned to the same CPU the probe loses a large share of its wall time in gaps of at least a
+    scheduler slice, and the gap counts fall as the edges rise; alone, it loses far less."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from fipstop.bench.ring import keepup
+
+    binary, why, _ = children.build_harness(tmp_path)
+    if binary is None:
+        pytest.skip(why or "no C harness")
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+
+    def stall(seconds: float) -> dict:
+        out = subprocess.run([str(binary), "stall", "--cpu", str(cpu), "--duration", f"{seconds:g}"],
+                             capture_output=True, text=True, timeout=30, check=True)
+        p = children.parse_json_lines(out.stdout)
+        assert p is not None and p["role"] == "stall" and p["pin_ok"] is True
+        counts = list(p["gaps_over"].values())
+        assert counts == sorted(counts, reverse=True)
+        assert 0 <= p["lost_ns"] <= p["wall_ns"] and p["max_gap_ns"] <= p["wall_ns"]
+        return p
+
+    busy = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+    try:
+        time.sleep(0.3)  # the competitor is pinned and running
+        shared = stall(1.0)
+    finally:
+        busy.kill()
+        busy.wait()
+    assert shared["lost_ns"] >= 0.2 * shared["wall_ns"], shared  # CFS gives the competitor about half
+    assert shared["max_gap_ns"] >= 500_000, shared  # at least one slice went to it
+    assert keepup.stall_ceiling(1 << 20, 128, shared["max_gap_ns"]) < (1 << 20) / 152 / 0.0005
+    alone = stall(0.5)
+    assert alone["lost_ns"] < shared["lost_ns"]
+
+
+def test_keepup_floor_note_names_the_ceiling() -> None:
+    """A keep-up target says what the run's stall floor leaves its ring, and nothing without a floor."""
+    k = {"stall_floor_max_gap_ns": 800_000, "stall_floor_ceiling_per_s": 8.6e6}
+    note = report._floor_note(k)
+    assert "0.80 ms" in note and "8.6" in note
+    assert report._floor_note({}) == ""

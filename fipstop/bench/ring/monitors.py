@@ -235,8 +235,9 @@ def run_monitor_isolated(shm_dir: Path, pairs: int) -> dict[str, Any]:
         "method": "monitor_ab.c: producer pinned to CPU 0 logs 10 x 400k records of 128 B per run into a 64 MiB "
                   "ring that a consumer in the same process empties (untimed) before each fill, so no "
                   "concurrent consumer and no drop; runs with and without a monitor process (CPU 1) "
-                  "alternate AB/BA; ratio = throughput with / without per pair; interval = ~95 % "
-                  "order-statistic interval of the median",
+                  "alternate AB/BA, each run forking a child on CPU 1 and waiting 20 ms before timing "
+                  "(only in 'with' does the child snapshot); ratio = throughput with / without per pair; "
+                  "interval = ~95 % order-statistic interval of the median",
         "build_command": build.get("build_command", build.get("binary", "")),
         "records_per_run": records * 10,
         "pairs": pairs,

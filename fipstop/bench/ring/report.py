@@ -263,8 +263,17 @@ def issue21_targets(results: list[CaseResult], keep: list[dict[str, Any]]) -> li
             f"keepup fips_c {TARGET_SIZE} B max_rate_achieved", ">=", 20e6,
             k.get("max_rate_achieved") if k and k.get("status") == "ok" else None, "records/s",
             f"keep-up search not run (tiny mode, or fips_c {TARGET_SIZE} B not in this run)" if k is None
-            else str(k.get("reason") or "")))
+            else "; ".join(x for x in (str(k.get("reason") or ""), _floor_note(k)) if x)))
     return ts
+
+
+def _floor_note(k: dict[str, Any]) -> str:
+    """What the machine's stall floor of this run (stall.py) leaves the keep-up search's ring."""
+    gap, ceiling = k.get("stall_floor_max_gap_ns"), k.get("stall_floor_ceiling_per_s")
+    if not gap or not ceiling:
+        return ""
+    return (f"stall floor: a spinning thread on the consumer's CPU lost up to {gap / 1e6:.2f} ms at a time, "
+            f"which leaves this ring at most {_fmt_rate(ceiling)}/s")
 
 
 def proto_targets(results: list[CaseResult], attach: dict[str, Any] | None,
@@ -428,6 +437,9 @@ def render_table(doc: dict[str, Any]) -> str:
         gaps = [p["consumer_max_gap_ns"] for p in k.get("probes") or [] if p.get("consumer_max_gap_ns")]
         if gaps:
             ring += f"; consumer's longest gap {max(gaps) / 1e6:.2f} ms"
+        if k.get("stall_floor_ceiling_per_s"):
+            ring += (f"; the machine's stall floor ({k['stall_floor_max_gap_ns'] / 1e6:.2f} ms) leaves this ring "
+                     f"{_fmt_rate(k['stall_floor_ceiling_per_s'])}/s")
         if k.get("status") == "ok":
             lines.append(f"keeps up (0 drops, {k['seconds_per_probe']:g} s{ring}): {k['case']} {k['size_bytes']} B at "
                          f"{_fmt_rate(k['max_rate_achieved'])}/s achieved ({_fmt_rate(k['max_rate_asked'])}/s asked; "

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from fipstop.bench.results import machine_info, publish
-from fipstop.bench.ring import keepup, regime
+from fipstop.bench.ring import keepup, regime, stall
 from fipstop.bench.ring.against import main as against_main
 from fipstop.bench.ring.cases import run_case, run_fips
 from fipstop.bench.ring.children import build_harness, build_harness_so, log
@@ -79,7 +79,7 @@ def run(ws: Workspace) -> dict[str, Any]:
                     log(f"{tag}: {r.status}: {r.skip_reason}")
                 done.append(r)
     results = add_ratios([median_rep(v) for v in reps.values()])
-    keep = keepup_all(ws, results)
+    keep, floor = keepup_all(ws, results)
     log("snapshot of 1024 rings ...")
     snap = run_snapshot(ws, )
     log("monitor overhead A/B ...")
@@ -102,18 +102,26 @@ def run(ws: Workspace) -> dict[str, Any]:
         "results": results,
         "monitor": monitor,
         "keepup": keep,
+        "keepup_stall_floor": floor,
         "regime": regime_summary(ws, regimes),
         "targets": targets(results, snap, ab, iso) + extra + issue21_targets(results, keep),
         "wall_s": time.monotonic() - started,
     }
 
 
-def keepup_all(ws: Workspace, results: list[CaseResult]) -> list[dict[str, Any]]:
+def keepup_all(ws: Workspace, results: list[CaseResult]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The highest rate one consumer keeps up with, for fips_c and the plain SPSC queue (keepup.py),
-    on the default ring and on a larger one (KEEPUP_RING_CAPACITIES; --quick: the default only)."""
+    on the default ring and on a larger one (KEEPUP_RING_CAPACITIES; --quick: the default only), and
+    the machine's stall floor on the consumer's CPU measured just before (stall.py): each search gets
+    the rate that floor leaves its ring (``stall_floor_ceiling_per_s``)."""
     if ws.tiny:
-        return []
+        return [], None
     dur = QUICK_KEEPUP_S if ws.quick else KEEPUP_S
+    log(f"stall floor: a spinning thread on the consumer's CPU for {dur:g} s ...")
+    floor = stall.measure(ws, ws.harness, dur)
+    gap = floor.get("max_gap_ns") if floor.get("status") == "ok" else None
+    if gap is not None:
+        log(f"stall floor: the consumer's CPU was taken for up to {gap / 1e6:.2f} ms")
     by = {(r.case, r.size_bytes): r for r in results}
     out = []
     rings = KEEPUP_RING_CAPACITIES[:1] if ws.quick else KEEPUP_RING_CAPACITIES
@@ -135,8 +143,10 @@ def keepup_all(ws: Workspace, results: list[CaseResult]) -> list[dict[str, Any]]
 
                 found = keepup.search(case, size, r0.attempted_per_s if r0 and r0.status == "ok" else None,
                                       probe, ring_capacity=cap)
-                out.append({**found, "seconds_per_probe": dur, "ring_capacity_bytes": cap})
-    return out
+                out.append({**found, "seconds_per_probe": dur, "ring_capacity_bytes": cap,
+                            "stall_floor_max_gap_ns": gap,
+                            "stall_floor_ceiling_per_s": keepup.stall_ceiling(cap, size, gap)})
+    return out, floor
 
 
 def regime_summary(ws: Workspace, rts: list[float]) -> dict[str, Any]:
@@ -215,6 +225,7 @@ def main(config: RingConfig) -> int:
             "monitor": body["monitor"],
             "regime": body["regime"],
             "keepup": body["keepup"],
+            "keepup_stall_floor": body["keepup_stall_floor"],
             "targets": body["targets"],
             "wall_s": round(body["wall_s"], 2),
         }
