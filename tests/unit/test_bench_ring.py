@@ -119,9 +119,10 @@ def test_monitor_measurements_and_targets(tiny_run: tuple[dict, str]) -> None:
             lo, hi = m["ratio_ci95"]
             assert lo <= m["ratio_median"] <= hi
     ids = {t["id"] for t in doc["targets"]}
-    proto = {f"{lib}_vs_fipsipc_batch_{z}" for lib in ("fips_c", "fips_c_batch") for z in (64, 128)}
-    issue21 = {f"{t}_{z}" for t in ("delivered_vs_boost", "producer_ns_vs_boost", "faster_than_lttng")
-               for z in spec.SIZES} | {"keepup_128"}
+    proto = {f"{lib}_vs_fipsipc_batch_{z}_{rg}" for lib in ("fips_c", "fips_c_batch") for z in (64, 128)
+             for rg in ("fast", "slow")}
+    issue21 = {f"{t}_{z}_{rg}" for t in ("delivered_vs_boost", "producer_ns_vs_boost", "faster_than_lttng")
+               for z in spec.SIZES for rg in ("fast", "slow")} | {"keepup_128"}
     assert ids - proto - issue21 - {"fipsipc_attach_10hz", "fipsipc_attach_10hz_isolated"} == {
         "fips_c_rate",
         "fips_c_vs_syslog",
@@ -340,6 +341,14 @@ def test_stall_probe_sees_the_time_a_competitor_takes(tmp_path: Path) -> None:
     assert keepup.stall_ceiling(1 << 20, 128, shared["max_gap_ns"]) < (1 << 20) / 152 / 0.0005
     alone = stall(0.5)
     assert alone["lost_ns"] < shared["lost_ns"]
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= 2:  # both CPUs probed at once, as stall.py runs it during a keep-up search
+        out = subprocess.run([str(binary), "stall", "--cpu", str(cpus[-1]), "--cpu2", str(cpus[0]),
+                              "--duration", "0.3"], capture_output=True, text=True, timeout=30, check=True)
+        p = children.parse_json_lines(out.stdout)
+        assert p is not None and p["cpu"] == cpus[-1] and p["other"]["cpu"] == cpus[0], p
+        assert p["other"]["pin_ok"] is True and p["other"]["wall_ns"] >= 300_000_000
+        assert 0 <= p["other"]["max_gap_ns"] <= p["other"]["wall_ns"]
 
 
 def test_keepup_floor_note_names_the_ceiling() -> None:
@@ -348,3 +357,28 @@ def test_keepup_floor_note_names_the_ceiling() -> None:
     note = report._floor_note(k)
     assert "0.80 ms" in note and "8.6" in note
     assert report._floor_note({}) == ""
+
+
+def test_ratios_are_taken_between_rounds_of_one_regime() -> None:
+    """A case's rounds can fall in both regimes: each ratio is between the medians of the two cases'
+    rounds in one regime, and unmeasured (with the reason) where one side has no round in it."""
+    def case(name: str, rounds: list[tuple[float, str]]) -> spec.CaseResult:
+        reps = [{"status": "ok", "delivered_per_s": v, "records_per_s": v, "ns_per_record_p50": 1e9 / v,
+                 "regime": rg} for v, rg in rounds]
+        return spec.CaseResult(case=name, size_bytes=64, status="ok", records_per_s=rounds[0][0],
+                          delivered_per_s=rounds[0][0], reps=reps)
+
+    f = case("fips_c", [(40e6, "fast"), (8e6, "slow"), (44e6, "fast")])
+    b = case("boost_spsc", [(8e6, "slow"), (40e6, "fast"), (6e6, "slow")])
+    fast, why = report.regime_ratio(f, b, "delivered_per_s", "fast")
+    assert fast == pytest.approx(42e6 / 40e6) and "2 round(s) of fips_c, 1 of boost_spsc" in why
+    slow, _ = report.regime_ratio(f, b, "delivered_per_s", "slow")
+    assert slow == pytest.approx(8e6 / 7e6)
+    inv, _ = report.regime_ratio(f, b, "ns_per_record_p50", "fast", invert=True)
+    assert inv == pytest.approx((1e9 / 40e6) / report.regime_median(f, "ns_per_record_p50", "fast")[0])
+    only_fast = case("lttng_ust", [(9e6, "fast")])
+    none, why = report.regime_ratio(f, only_fast, "delivered_per_s", "slow")
+    assert none is None and "no round of lttng_ust in the slow regime" in why
+    ts = {t.id: t for t in report.issue21_targets([f, b, only_fast], [])}
+    assert ts["delivered_vs_boost_64_fast"].passed is True and ts["delivered_vs_boost_64_slow"].passed is True
+    assert ts["faster_than_lttng_64_slow"].measured is None and ts["faster_than_lttng_64_slow"].reason

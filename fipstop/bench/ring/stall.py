@@ -3,7 +3,11 @@
 the longest time the CPU was taken from it.  No consumer on that CPU can look
 at its ring more often than that, so a ring of C bytes survives at most
 C / (record bytes x longest gap) records/s without a drop, however fast the
-consumer reads (keepup.stall_ceiling).  The floor is what this machine did
+consumer reads (keepup.stall_ceiling).  A second thread spins on the
+producer's CPU at the same time, because a keep-up probe keeps both CPUs busy
+and this VM takes a vCPU away for ~10x longer then (0.4 ms with the other
+idle, 3.8-4.0 ms beside a spinning one, 2026-12-04): a floor taken with the
+producer's CPU idle would not be one.  The floor is what this machine did
 during those seconds, not a bound on every later second: it is measured for as
 long as one keep-up probe runs, just before the keep-up searches.
 """
@@ -25,11 +29,16 @@ def measure(ws: Workspace, harness: Path | None, seconds: float) -> dict[str, An
         return {"status": "skipped", "reason": "C harness unavailable"}
     if ws.cons_cpu is None:
         return {"status": "skipped", "reason": "fewer than 2 CPUs: no consumer CPU of its own"}
-    p, why = run_to_end([str(harness), "stall", "--cpu", str(ws.cons_cpu), "--duration", f"{seconds:g}"],
+    both = [] if ws.prod_cpu is None else ["--cpu2", str(ws.prod_cpu)]
+    p, why = run_to_end([str(harness), "stall", "--cpu", str(ws.cons_cpu), *both, "--duration", f"{seconds:g}"],
                         seconds + 30.0, preexec=ws.preexec())
     if p is None:
         return {"status": "error", "reason": why}
+    other = p.get("other") or {}
     return {"status": "ok", "seconds": seconds, "cpu": p.get("cpu"), "pin_ok": p.get("pin_ok"),
             "max_gap_ns": p.get("max_gap_ns"), "lost_ns": p.get("lost_ns"), "gaps_over_ns": p.get("gaps_over"),
-            "method": "ringbench stall: one thread pinned to the consumer's CPU, niced like the cases, reads "
-                      "CLOCK_MONOTONIC in a loop; a gap between two reads is time the CPU was taken from it"}
+            "producer_cpu": other.get("cpu"), "producer_cpu_max_gap_ns": other.get("max_gap_ns"),
+            "producer_cpu_lost_ns": other.get("lost_ns"),
+            "method": "ringbench stall: one thread pinned to the consumer's CPU and one to the producer's, niced "
+                      "like the cases, each reading CLOCK_MONOTONIC in a loop at the same time; a gap between two "
+                      "reads is time the CPU was taken from it; the floor is the consumer CPU's longest gap"}
