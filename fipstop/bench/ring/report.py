@@ -292,8 +292,9 @@ def _floor_note(k: dict[str, Any]) -> str:
     gap, ceiling = k.get("stall_floor_max_gap_ns"), k.get("stall_floor_ceiling_per_s")
     if not gap or not ceiling:
         return ""
-    return (f"stall floor: a spinning thread on the consumer's CPU lost up to {gap / 1e6:.2f} ms at a time, "
-            f"which leaves this ring at most {_fmt_rate(ceiling)}/s")
+    return (f"stall floor: a thread spinning on the consumer's CPU (the producer's CPU busy too) lost up to "
+            f"{gap / 1e6:.2f} ms at a time in the seconds before the search; one such gap during a probe "
+            f"overflows this ring above {_fmt_rate(ceiling)}/s")
 
 
 def proto_targets(results: list[CaseResult], attach: dict[str, Any] | None,
@@ -453,8 +454,8 @@ def render_table(doc: dict[str, Any]) -> str:
         if gaps:
             ring += f"; consumer's longest gap {max(gaps) / 1e6:.2f} ms"
         if k.get("stall_floor_ceiling_per_s"):
-            ring += (f"; the machine's stall floor ({k['stall_floor_max_gap_ns'] / 1e6:.2f} ms) leaves this ring "
-                     f"{_fmt_rate(k['stall_floor_ceiling_per_s'])}/s")
+            ring += (f"; one gap of the machine's stall floor ({k['stall_floor_max_gap_ns'] / 1e6:.2f} ms) "
+                     f"overflows this ring above {_fmt_rate(k['stall_floor_ceiling_per_s'])}/s")
         if k.get("status") == "ok":
             lines.append(f"keeps up (0 drops, {k['seconds_per_probe']:g} s{ring}): {k['case']} {k['size_bytes']} B at "
                          f"{_fmt_rate(k['max_rate_achieved'])}/s achieved ({_fmt_rate(k['max_rate_asked'])}/s asked; "
@@ -470,12 +471,13 @@ def render_table(doc: dict[str, Any]) -> str:
                      f"on {g.get('cpus')} CPUs")
     lines.append("")
     lines.append("targets (issue #2, issues 21 and 22):")
+    width = max((len(t["id"]) for t in doc["targets"]), default=28)
     for t in doc["targets"]:
         verdict = "n/a " if t["passed"] is None else ("PASS" if t["passed"] else "FAIL")
         meas = "-" if t["measured"] is None else _fmt_target(t["measured"], t["unit"])
         tgt = _fmt_target(t["target"], t["unit"])
-        why = f"  ({t['reason']})" if t["reason"] and t["passed"] is None else ""
-        lines.append(f"  {verdict}  {t['id']:<28} {t['op']} {tgt:<10} measured {meas}{why}")
+        why = f"  ({t['reason']})" if t["reason"] else ""
+        lines.append(f"  {verdict}  {t['id']:<{width}} {t['op']} {tgt:<10} measured {meas}{why}")
     lines.append("")
     lines.append(f"{doc['params']['pinning']}; {doc['params']['duration_s_per_case']:g} s per case")
     return "\n".join(lines)
@@ -508,8 +510,8 @@ def _disturbed_note(r: dict[str, Any]) -> str:
 def _fmt_target(x: float, unit: str) -> str:
     if unit == "records/s":
         return _fmt_rate(x) + "/s"
-    if unit == "x":
-        return f"{x:.1f}x"
+    if unit == "x":  # two decimals: a 0.97x against a 1.0x target must not print as 1.0x
+        return f"{x:.2f}x"
     if unit == "%":
         return f"{x:.2f} %"
     return f"{x:.1f} {unit}"
