@@ -1041,8 +1041,9 @@ static int do_pingpong(const struct opts *o)
  * each of STALL_EDGES. */
 static const uint64_t STALL_EDGES[] = {10000, 50000, 100000, 250000, 500000, 1000000, 2000000, 5000000};
 #define N_STALL_EDGES (sizeof STALL_EDGES / sizeof STALL_EDGES[0])
-struct stall_res {
-    int cpu, pin_ok;
+struct stall_res { /* one per thread, on a line of its own: no false sharing between the two */
+    _Alignas(64) int cpu;
+    int pin_ok;
     double duration;
     uint64_t wall, reads, max_gap, lost, over[N_STALL_EDGES];
 };

@@ -36,13 +36,14 @@ def kept_up(r: CaseResult) -> bool:
             and r.delivered >= r.attempted)
 
 
-def stall_ceiling(ring_capacity: int, size: int, gap_ns: float | None) -> float | None:
+def stall_ceiling(ring_capacity: int, size: int, gap_ns: float | None, framed: bool = True) -> float | None:
     """The highest rate a ring of ``ring_capacity`` bytes survives a consumer gap of ``gap_ns``
-    without a drop, records of ``size`` bytes (libfips' framing: a 24-byte header, 8-byte aligned):
+    without a drop, records of ``size`` bytes: libfips' framing (a 24-byte header, 8-byte aligned)
+    when ``framed``, else ``size`` bytes a record (boost's spsc_queue of fixed-size records, peers.cc):
     above it the producer fills the ring before the consumer looks again, however fast it reads."""
     if not gap_ns or gap_ns <= 0:
         return None
-    per_record = 24 + ((size + 7) & ~7)
+    per_record = 24 + ((size + 7) & ~7) if framed else size
     return ring_capacity / per_record / (gap_ns / 1e9)
 
 

@@ -7,9 +7,11 @@ On this shared 2-vCPU machine the round trip switches over minutes between
 ~110-160 ns and ~900-1200 ns (the issue's one-way figures ~55-80 and
 ~440-600 ns), and a ring whose producer and consumer share lines follows it.
 Every fast run committed so far (bench/results/ring-*.json) had case round
-trips of 50-225 ns; a third state was seen on 2026-12-04 (ring-20261204T170739Z:
-every round trip 320-335 ns, and every case, the prototype's included, 5-7x
-slower than in the fast run three hours before).  A run is called "fast" at or
+trips of 50-225 ns; a third state was seen on 2026-12-04 (ring-20261204T170739Z,
+kernel -v1252: case round trips median 325 ns, max 335, and every case, the
+prototype's included, 5-7x slower than in the fast run three hours before on
+another host; ring-20261204T200946Z, -v1272: 44 of 150 runs at 299-351 ns,
+boost's queue as slow as libfips in them).  A run is called "fast" at or
 below ``SLOW_ROUND_TRIP_NS`` and "slow" above, so that state counts as slow;
 the figure itself is in every result, so a reader can draw another line.
 """

@@ -220,10 +220,13 @@ REGIMES = ("fast", "slow")
 
 def regime_median(r: CaseResult, key: str, regime: str) -> tuple[float | None, int]:
     """The median of ``key`` over the rounds of ``r`` that ran in ``regime`` (regime.py), and how many
-    there were: on this VM the regime switches within minutes, so the rounds of one case can fall in
-    both, and a ratio between two cases means something only between rounds of the same regime."""
-    vals = sorted(float(x[key]) for x in r.reps
-                  if x.get("status") == "ok" and x.get("regime") == regime and x.get(key))
+    there were (only the undisturbed ones when there are any, as median_rep): on this VM the regime
+    switches within minutes, so the rounds of one case can fall in both, and a ratio between two cases
+    means something only between rounds of the same regime."""
+    rounds = [x for x in r.reps
+              if x.get("status") == "ok" and x.get("regime") == regime and x.get(key) is not None]
+    calm = [x for x in rounds if not x.get("disturbed")]  # as median_rep: undisturbed rounds when there are any
+    vals = sorted(float(x[key]) for x in (calm or rounds))
     if not vals:
         return None, 0
     n = len(vals)
@@ -244,6 +247,8 @@ def regime_ratio(a: CaseResult | None, b: CaseResult | None, key: str, regime: s
     counts = f"{regime} regime: {na} round(s) of {a.case}, {nb} of {b.case}"
     if va is None or vb is None:
         return None, f"no round of {a.case if va is None else b.case} in the {regime} regime ({counts})"
+    if (va if invert else vb) == 0:
+        return None, f"{a.case if invert else b.case} measured 0 in the {regime} regime ({counts})"
     return (vb / va if invert else va / vb), counts
 
 

@@ -145,7 +145,8 @@ def keepup_all(ws: Workspace, results: list[CaseResult]) -> tuple[list[dict[str,
                                       probe, ring_capacity=cap)
                 out.append({**found, "seconds_per_probe": dur, "ring_capacity_bytes": cap,
                             "stall_floor_max_gap_ns": gap,
-                            "stall_floor_ceiling_per_s": keepup.stall_ceiling(cap, size, gap)})
+                            "stall_floor_ceiling_per_s": keepup.stall_ceiling(cap, size, gap,
+                                                                              framed=case != "boost_spsc")})
     return out, floor
 
 

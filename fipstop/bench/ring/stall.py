@@ -35,6 +35,9 @@ def measure(ws: Workspace, harness: Path | None, seconds: float) -> dict[str, An
     if p is None:
         return {"status": "error", "reason": why}
     other = p.get("other") or {}
+    if p.get("pin_ok") is not True or (both and other.get("pin_ok") is not True):
+        return {"status": "error", "reason": "ringbench stall could not pin its threads to the consumer's and the "
+                                             "producer's CPU: its gaps would not be that CPU's"}
     return {"status": "ok", "seconds": seconds, "cpu": p.get("cpu"), "pin_ok": p.get("pin_ok"),
             "max_gap_ns": p.get("max_gap_ns"), "lost_ns": p.get("lost_ns"), "gaps_over_ns": p.get("gaps_over"),
             "producer_cpu": other.get("cpu"), "producer_cpu_max_gap_ns": other.get("max_gap_ns"),
