@@ -27,8 +27,11 @@ from fipstop.demo import producer_path
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.bpf, pytest.mark.root]
 
 REPO = Path(__file__).resolve().parents[2]
-#: a tmux server of the test's own: a shared one may carry another user's options (default-size)
-TMUX = ["tmux", "-L", f"fipstop-test-{os.getpid()}"]
+def tmux(session: str) -> list[str]:
+    """A tmux server of each session's own: a shared one may carry another user's options (default-size), and
+    one server for both sizes let the second test's new-session meet the first's server while it was still
+    exiting after kill-server ("server exited unexpectedly", a CI run of 2026-12-04)."""
+    return ["tmux", "-L", session]
 CLOCK = re.compile(r"(\d\d:\d\d:\d\d)\s*$")
 PROGRESS = re.compile(r"compiling the eBPF program, (\d+) s…")
 
@@ -46,12 +49,12 @@ def _bpf_ready() -> tuple[bool, str]:
 
 
 def screen(session: str) -> list[str]:
-    out = subprocess.run([*TMUX, "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+    out = subprocess.run([*tmux(session), "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
     return out.splitlines()
 
 
 def keys(session: str, *k: str) -> None:
-    subprocess.run([*TMUX, "send-keys", "-t", session, *k], check=True)
+    subprocess.run([*tmux(session), "send-keys", "-t", session, *k], check=True)
 
 
 def wait_for(session: str, cond, limit_s: float) -> list[str]:
@@ -78,7 +81,7 @@ def test_profile_compile_keeps_the_terminal_alive(tmp_path: Path, size) -> None:
     session = f"fipstop-profile-{os.getpid()}-{size[0]}"
     cmd = (f"cd {REPO} && {sys.executable} -m fipstop --shm-dir {shm} demo --domain tmuxprof --threads 2 "
            f"--attack-rate 2000 --legit-rate 500")
-    subprocess.run([*TMUX, "new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), cmd],
+    subprocess.run([*tmux(session), "new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), cmd],
                    check=True)
     try:
         wait_for(session, lambda s: bool(s) and "LIVE" in s[0] and any("tmuxprof" in ln for ln in s), 60)
@@ -137,7 +140,7 @@ def test_profile_compile_keeps_the_terminal_alive(tmp_path: Path, size) -> None:
             time.sleep(0.1)
         assert list(shm.iterdir()) == []
     finally:
-        subprocess.run([*TMUX, "kill-server"], capture_output=True)
+        subprocess.run([*tmux(session), "kill-server"], capture_output=True)
         _reap_producers(shm)
 
 
