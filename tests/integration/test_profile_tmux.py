@@ -27,11 +27,15 @@ from fipstop.demo import producer_path
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.bpf, pytest.mark.root]
 
 REPO = Path(__file__).resolve().parents[2]
+
+
 def tmux(session: str) -> list[str]:
     """A tmux server of each session's own: a shared one may carry another user's options (default-size), and
     one server for both sizes let the second test's new-session meet the first's server while it was still
     exiting after kill-server ("server exited unexpectedly", a CI run of 2026-12-04)."""
     return ["tmux", "-L", session]
+
+
 CLOCK = re.compile(r"(\d\d:\d\d:\d\d)\s*$")
 PROGRESS = re.compile(r"compiling the eBPF program, (\d+) s…")
 

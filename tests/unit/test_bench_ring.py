@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -304,11 +308,6 @@ def test_stall_probe_sees_the_time_a_competitor_takes(tmp_path: Path) -> None:
     """The stall floor (stall.py) is time the CPU was taken from a spinning thread: with a busy process
     pinned to the same CPU the probe loses a large share of its wall time in gaps of at least a
     scheduler slice, and the gap counts fall as the edges rise; alone, it loses a smaller share."""
-    import os
-    import subprocess
-    import sys
-    import time
-
     binary, why, _ = children.build_harness(tmp_path)
     if binary is None:
         pytest.skip(why or "no C harness")

@@ -4,6 +4,7 @@ between cases, the issue's targets, the table, the JSON."""
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -226,11 +227,8 @@ def regime_median(r: CaseResult, key: str, regime: str) -> tuple[float | None, i
     rounds = [x for x in r.reps
               if x.get("status") == "ok" and x.get("regime") == regime and x.get(key) is not None]
     calm = [x for x in rounds if not x.get("disturbed")]  # as median_rep: undisturbed rounds when there are any
-    vals = sorted(float(x[key]) for x in (calm or rounds))
-    if not vals:
-        return None, 0
-    n = len(vals)
-    return (vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2.0), n
+    vals = [float(x[key]) for x in (calm or rounds)]
+    return (statistics.median(vals) if vals else None), len(vals)
 
 
 def regime_ratio(a: CaseResult | None, b: CaseResult | None, key: str, regime: str,
